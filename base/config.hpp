@@ -51,7 +51,7 @@ struct Rule {
 };
 
 struct StatsConfig {
-  int signal = 10;                           // SIGUSR1 on Linux
+  int signal = 10;                           // SIGUSR1 on Linux; 0 = no signal handler ("off")
   std::string path = "/tmp/vstack-%p.json";  // %p = pid
   double interval_s = 0;                     // > 0: also dump periodically
 };
@@ -75,9 +75,17 @@ Result<Config> parse_config(std::string_view json_text, std::string_view source)
 Result<Config> load_config(const std::string& path);
 // The embedded default: gpu tier (auto) + host tier (auto).
 Config default_config();
-// The config the process should use: $VSTACK_CONFIG if set, else the default.
-// This is the only place that reads VSTACK_CONFIG.
+// The config the process should use: $VSTACK_CONFIG if set, else the default;
+// then $VSTACK_LOG overrides log.level and $VSTACK_STATS_PATH overrides
+// stats.path (both validated like the JSON fields). This is the only place
+// that reads these variables.
 Result<Config> config_from_environment();
+
+// Checks that touch the filesystem, kept out of parse_config so that parsing
+// has no side effects: every nvme tier's path is a writable directory and the
+// directory of stats.path exists and is writable. vstack-run calls it before
+// starting the job.
+Status check_config_paths(const Config& c);
 
 // The first rule that matches, or nullptr.
 const Rule* match_rule(const Config& c, uint64_t bytes, bool ipc);
