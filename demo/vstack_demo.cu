@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
                   tier_mib);
   }
   std::printf("vstack demo: wrote and verified %" PRIu64 " MiB%s in %" PRIu64
-              " allocations: %s (write %.2f s, verify %.2f s)\n",
+              " allocations: %s (write %.3f s, verify %.3f s)\n",
               footprint_mib, ratio, n, wrong ? "WRONG BYTES" : "every byte correct", t_write, t_verify);
   if (wrong) std::printf("vstack demo: %llu bytes differ from what was written\n", wrong);
   return wrong ? 1 : 0;

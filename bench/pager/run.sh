@@ -5,13 +5,13 @@
 #    pieces (natively: the baseline for the pager's migration GB/s);
 # 2. launch_latency.cu: host cost per empty-kernel launch, 0 and 8 pointer
 #    arguments: native, under the shim with VSTACK_DISABLE=1 (interposition
-#    only) and under the shim (everything resident), alternated 3 times;
+#    only) and under the shim (everything resident), alternated VSTACK_BENCH_REPS (5) times;
 # 3. step_time.py: train_gpt.py natively and with the GPU tier at 1, 1/2, 1/4
 #    of its native peak (step time, bytes moved, transfer bound, stalls).
 # Prints a table of everything at the end. Record results in bench/RESULTS.md.
 #
 # Knobs: VSTACK_BENCH_STEPS (30), VSTACK_BENCH_MODE (eager|compile|cuda-graphs),
-#   VSTACK_BENCH_GPT_ARGS (extra train_gpt.py args), VSTACK_BENCH_REPS (3),
+#   VSTACK_BENCH_GPT_ARGS (extra train_gpt.py args), VSTACK_BENCH_REPS (5),
 #   VSTACK_BENCH_ONLY (subset of: migration launch step; default all),
 #   VSTACK_BENCH_LOGDIR (keep logs there), VSTACK_BENCH_NATIVE=1 (native runs only).
 set -u
@@ -24,7 +24,7 @@ build=$(cd "$1" && pwd)
 native_only=${VSTACK_BENCH_NATIVE:-0}
 steps=${VSTACK_BENCH_STEPS:-30}
 mode=${VSTACK_BENCH_MODE:-eager}
-reps=${VSTACK_BENCH_REPS:-3}
+reps=${VSTACK_BENCH_REPS:-5}
 only=" ${VSTACK_BENCH_ONLY:-migration launch step} "
 work=${VSTACK_BENCH_LOGDIR:-$(mktemp -d /tmp/vstack-bench-pager.XXXXXX)}
 mkdir -p "$work"
@@ -51,7 +51,8 @@ status=0
 # --- 1. copy-engine bandwidth ------------------------------------------------------
 if want migration || want step; then
   build_cu migration || exit 1
-  "$bin/migration" --mib 1024 --page-mib 32 --reps 10 | tee "$work/migration.log" || status=1
+  "$bin/migration" --mib 1024 --page-mib 32 --reps 10 | tee "$work/migration.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   python3 - "$work/migration.log" "$work/migration.json" <<'EOF'
 import json, sys
 d = {}

@@ -154,7 +154,9 @@ def main(argv=None):
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=not a.cuda_graphs)
-        return loss
+        # Detached: nothing outside the step keeps its autograd graph (and the
+        # AccumulateGrad nodes' streams) alive into the next step or the capture.
+        return loss.detach()
 
     static_x = torch.zeros(a.batch, a.seq, dtype=torch.int64, device=dev)
     static_y = torch.zeros(a.batch, a.seq, dtype=torch.int64, device=dev)
@@ -162,6 +164,7 @@ def main(argv=None):
     static_loss = None
     losses, times = [], []
     signal_num = getattr(signal, a.signal) if a.signal_at_step >= 0 else None
+    side = torch.cuda.Stream() if a.cuda_graphs else None  # warm-up stream before capture
 
     for i in range(a.steps):
         torch.cuda.synchronize()
@@ -174,11 +177,10 @@ def main(argv=None):
             static_y.copy_(data[i, :, 1:])
             if i < a.warmup:
                 # Warm-up steps on a side stream, as capture requires.
-                s = torch.cuda.Stream()
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
                     loss = step_fn(static_x, static_y)
-                torch.cuda.current_stream().wait_stream(s)
+                torch.cuda.current_stream().wait_stream(side)
                 val = loss.item()
             else:
                 if graph is None:
