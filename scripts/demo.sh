@@ -55,20 +55,20 @@ if [ ! -f "$config" ]; then
     {"kind": "host", "numa_node": 0, "capacity_gb": 16}
   ],
   "policy": {"eviction": "lru"},
-  "stats": {"signal": "SIGUSR1", "path": "$tmp/vstack-%p.json"}
+  "stats": {"signal": "SIGUSR1"}
 }
 EOF
   say "configs/demo.json not found; using $config"
 fi
-# The GPU tier's size and the stats path, from the config.
-read -r tier_mib stats_tmpl < <(python3 - "$config" <<'EOF'
+# The GPU tier's size, from the config.
+tier_mib=$(python3 - "$config" <<'EOF'
 import json, sys
 c = json.load(open(sys.argv[1]))
 gpu = [t for t in c.get("tiers", []) if t.get("kind") == "gpu"]
 cap = gpu[0].get("capacity_gb") if gpu else None
 if not isinstance(cap, (int, float)) or cap <= 0:
     sys.exit("the demo needs an explicit gpu tier capacity_gb in " + sys.argv[1])
-print(int(cap * 1024), c.get("stats", {}).get("path", "/tmp/vstack-%p.json"))
+print(int(cap * 1024))
 EOF
 ) || { say "cannot read the GPU tier size from $config"; exit 1; }
 footprint=$((3 * tier_mib))
@@ -76,12 +76,12 @@ say "GPU tier ${tier_mib} MiB (from $config); footprint ${footprint} MiB"
 
 # --- run -------------------------------------------------------------------------------
 log=$tmp/demo.log
-"$runner" --config "$config" -- "$demo" --footprint-mib "$footprint" --tier-mib "$tier_mib" 2>&1 | tee "$log"
+"$runner" --config "$config" --stats-path "$tmp/vstack-%p.json" -- "$demo" --footprint-mib "$footprint" --tier-mib "$tier_mib" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 
 # --- the tier stats of the final dump -----------------------------------------------------
 pid=$(sed -n 's/^vstack demo: pid \([0-9]*\).*/\1/p' "$log" | head -1)
-stats=${stats_tmpl//%p/$pid}
+stats=$tmp/vstack-$pid.json
 if [ -n "$pid" ] && [ -f "$stats" ]; then
   echo
   if [ -x "$build/tools/vstack-stat" ]; then

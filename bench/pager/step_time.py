@@ -125,7 +125,7 @@ def main():
         pg = a.page_mb
         tier = peak_mib * frac
         tier = (int(-(-tier // pg)) if frac >= 1 else int(tier // pg)) * pg  # peak: round up; fractions: down
-        host = int(2 * peak_mib + 4096)
+        host = int((2 * peak_mib + 4096) // pg * pg)
         name = f"tier={frac:g}peak"
         d = os.path.join(work, name)
         sdir = os.path.join(d, "stats")

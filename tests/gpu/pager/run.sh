@@ -107,7 +107,7 @@ want() { [[ "$only" == *" $1 "* ]]; }
 # --- (a) mixed allocations, 4x the GPU tier -------------------------------------
 if want a; then
   if build_cu pager_stress; then
-    fp=$((4 * a_tier_mb)); host=$((2 * fp + 2048))
+    fp=$((4 * a_tier_mb)); host=$(((2 * fp + 2048) / page_mb * page_mb))
     mkdir -p "$work/a-stats"
     write_cfg "$work/a.json" "$a_tier_mb" "$host" "$work/a-stats"
     if [ "$native_only" = 1 ]; then
@@ -172,7 +172,7 @@ gpt() {
   peak_b=$(python3 "$here/check.py" field "$nat.json" max_memory_reserved)
   peak_mb=$((peak_b / 1048576))
   tier_mb=$(((peak_mb / 2) / page_mb * page_mb))
-  host_mb=$((2 * peak_mb + 4096))
+  host_mb=$(((2 * peak_mb + 4096) / page_mb * page_mb))
   pid=$(python3 "$here/check.py" field "$nat.json" pid)
   local nat_mem
   nat_mem=$(python3 "$here/check.py" memory "$nat.nvml" --pid "$pid")
