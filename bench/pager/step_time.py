@@ -47,17 +47,29 @@ def write_cfg(path, gpu_mib, host_mib, stats_dir, page_mb):
 
 
 def run_job(cmd, log, snapshot_dir=None, snapshot_to=None, timeout=1800):
-    """Runs cmd; while it runs, copies the first stats file that appears in
-    snapshot_dir to snapshot_to."""
+    """Runs cmd; while it runs, copies to snapshot_to the first stats file in
+    snapshot_dir written after the job announced its signal ("signal ... at T")."""
     done = threading.Event()
 
     def watch():
+        t_sig = None
         while not done.is_set():
-            files = glob.glob(os.path.join(snapshot_dir, "*.json"))
-            if files:
-                time.sleep(0.05)  # the writer renames a complete file into place
-                shutil.copy(files[0], snapshot_to)
-                return
+            if t_sig is None:
+                try:
+                    with open(log) as f:
+                        for line in f:
+                            if line.startswith("signal ") and " at " in line:
+                                t_sig = float(line.rsplit(" at ", 1)[1])
+                except (OSError, ValueError):
+                    pass
+            else:
+                for path in glob.glob(os.path.join(snapshot_dir, "*.json")):
+                    try:
+                        if os.path.getmtime(path) >= t_sig:
+                            shutil.copy(path, snapshot_to)  # renamed into place whole: complete
+                            return
+                    except OSError:
+                        pass
             time.sleep(0.02)
 
     th = None

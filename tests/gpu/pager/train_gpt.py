@@ -197,6 +197,7 @@ def main(argv=None):
         times.append(dt)
         print(f"step {i} loss {val!r} time_ms {dt:.3f}", flush=True)
         if i == a.signal_at_step:
+            print(f"signal {a.signal} at {time.time()!r}", flush=True)  # wall clock before the signal
             os.kill(os.getpid(), signal_num)
             time.sleep(a.signal_sleep)
 
