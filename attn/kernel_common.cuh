@@ -1,0 +1,34 @@
+// Shared by the forward and backward kernels: where sequence b lives.
+#pragma once
+
+#include "attn/params.hpp"
+
+namespace vstack::attn {
+
+struct SeqInfo {
+  int q0;  // first row of sequence b in the row space of q (and of the fp32 workspaces)
+  int sq;
+  int k0;
+  int sk;
+};
+
+__device__ __forceinline__ SeqInfo seq_info(const Shape& s, int b) {
+  if (s.cu_seqlens_q != nullptr) {
+    const int q0 = s.cu_seqlens_q[b], k0 = s.cu_seqlens_k[b];
+    return SeqInfo{q0, s.cu_seqlens_q[b + 1] - q0, k0, s.cu_seqlens_k[b + 1] - k0};
+  }
+  return SeqInfo{b * s.seqlen_q, s.seqlen_q, b * s.seqlen_k, s.seqlen_k};
+}
+
+// Element offset of (sequence b, head h, position 0) in t.
+__device__ __forceinline__ int64_t seq_offset(const Shape& s, const Tensor& t, int b, int row0, int h) {
+  const int64_t base = s.cu_seqlens_q != nullptr ? int64_t(row0) * t.row_stride : int64_t(b) * t.batch_stride;
+  return base + int64_t(h) * t.head_stride;
+}
+
+__device__ __forceinline__ int64_t lse_offset(const Shape& s, int64_t batch_stride, int64_t head_stride,
+                                              int b, int q0, int h) {
+  return s.cu_seqlens_q != nullptr ? int64_t(h) * head_stride + q0 : int64_t(b) * batch_stride + int64_t(h) * head_stride;
+}
+
+}  // namespace vstack::attn
