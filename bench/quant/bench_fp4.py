@@ -1,0 +1,145 @@
+"""FP4 benchmarks: quantize/dequantize GB/s and the dequant-GEMM against torch bf16 (cuBLAS), same run.
+
+Usage: PYTHONPATH=python python3 bench/quant/bench_fp4.py [--quick] [--json OUT.json]
+
+Method (see .library METHOD.md): every timing is the median of several CUDA-graph
+replays, each replay running R calls that cycle over enough weight copies to
+exceed the L2 cache, so weights stream from HBM as in a real decode step. The
+HBM reference is a device-to-device copy measured in the same run (bytes read +
+written). "bytes" of a GEMM = weight codes + scales + x + y.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+
+import vstack.fp4 as fp4
+
+L2_FLUSH_BYTES = 256 << 20  # rotate over at least this many weight bytes (H100 L2: 50 MB)
+
+
+def graph_time(fn_list, reps=7, inner=None):
+    """Median seconds per call of the callables in fn_list (cycled), timed as graph replays."""
+    inner = inner or len(fn_list)
+    for f in fn_list[:2]:
+        f()
+    torch.cuda.synchronize()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for f in fn_list[:2]:
+            f()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(inner):
+            fn_list[i % len(fn_list)]()
+    g.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        g.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e-3 / inner)
+    del g
+    return statistics.median(times)
+
+
+def copy_bandwidth():
+    n = 1 << 30
+    src = torch.empty(n, dtype=torch.uint8, device="cuda")
+    src.random_(0, 255)
+    dst = torch.empty_like(src)
+    t = graph_time([lambda: dst.copy_(src)], reps=9, inner=5)
+    return 2 * n / t
+
+
+def bench_convert(fmt, n_rows=8192, n_cols=8192):
+    w = torch.randn(n_rows, n_cols, dtype=torch.bfloat16, device="cuda")
+    q = fp4.quantize(w, fmt)
+    out = {}
+    tq = graph_time([lambda: torch.ops.vstack.fp4_quantize(w, fp4.FORMATS[fmt], 1)], reps=7, inner=5)
+    bq = w.numel() * 2 * (2 if fmt == "nvfp4" else 1) + q.nbytes  # NVFP4 reads x twice (amax pass)
+    td = graph_time([lambda: fp4.dequantize(q, torch.bfloat16)], reps=7, inner=5)
+    bd = q.nbytes + w.numel() * 2
+    out["quantize_us"], out["quantize_GBps"] = tq * 1e6, bq / tq / 1e9
+    out["dequantize_us"], out["dequantize_GBps"] = td * 1e6, bd / td / 1e9
+    return out
+
+
+def bench_gemm(fmt, M, N, K, weights, x, hbm):
+    fns = [(lambda q=q: fp4.matmul(x, q)) for q in weights]
+    t = graph_time(fns, reps=7, inner=max(len(fns), 8))
+    wbytes = weights[0].nbytes
+    byts = wbytes + M * K * 2 + M * N * 2
+    return {"us": t * 1e6, "GBps": byts / t / 1e9, "pct_hbm": 100 * byts / t / hbm, "TFLOPS": 2 * M * N * K / t / 1e12}
+
+
+def bench_torch(M, N, K, wts, x):
+    fns = [(lambda w=w: torch.matmul(x, w.t())) for w in wts]
+    t = graph_time(fns, reps=7, inner=max(len(fns), 8))
+    byts = N * K * 2 + M * K * 2 + M * N * 2
+    return {"us": t * 1e6, "GBps": byts / t / 1e9, "TFLOPS": 2 * M * N * K / t / 1e12}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer shapes and M values")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--formats", default="nvfp4,mxfp4,nf4,nf4_dq")
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    props = torch.cuda.get_device_properties(0)
+    print(f"device: {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}", flush=True)
+    hbm = copy_bandwidth()
+    print(f"device-to-device copy: {hbm / 1e12:.3f} TB/s (read + write)", flush=True)
+    res = {"device": props.name, "copy_TBps": hbm / 1e12, "convert": {}, "gemm": []}
+    formats = args.formats.split(",")
+    for fmt in formats:
+        res["convert"][fmt] = c = bench_convert(fmt)
+        print(f"convert {fmt:7s} 8192x8192 bf16: quantize {c['quantize_us']:8.1f} us {c['quantize_GBps']:7.0f} GB/s"
+              f" ({100 * c['quantize_GBps'] * 1e9 / hbm:4.0f}%)  dequantize {c['dequantize_us']:8.1f} us "
+              f"{c['dequantize_GBps']:7.0f} GB/s ({100 * c['dequantize_GBps'] * 1e9 / hbm:4.0f}%)", flush=True)
+    shapes = [(8192, 8192), (4096, 4096), (14336, 4096), (4096, 14336)]
+    Ms = [1, 2, 4, 8, 16, 32, 128, 1024, 4096]
+    if args.quick:
+        shapes, Ms = shapes[:1], [1, 16, 4096]
+    for N, K in shapes:
+        w = torch.randn(N, K, dtype=torch.bfloat16, device="cuda") * 0.02
+        ncopy_bf16 = max(2, -(-L2_FLUSH_BYTES // (N * K * 2)))
+        wts = [w.clone() for _ in range(ncopy_bf16)]
+        qs = {}
+        for fmt in formats:
+            q = fp4.quantize(w, fmt)
+            ncopy = max(2, -(-L2_FLUSH_BYTES // q.nbytes))
+            qs[fmt] = [fp4.FP4Tensor(q.codes.clone(), q.scales.clone(), q.scale2.clone(), q.fmt, q.layout, q.shape)
+                       for _ in range(ncopy)]
+        for M in Ms:
+            x = torch.randn(M, K, dtype=torch.bfloat16, device="cuda")
+            tb = bench_torch(M, N, K, wts, x)
+            row = {"N": N, "K": K, "M": M, "torch_bf16": tb}
+            line = f"N={N:5d} K={K:5d} M={M:4d} | torch bf16 {tb['us']:8.1f} us {tb['TFLOPS']:6.1f} TF"
+            for fmt in formats:
+                r = bench_gemm(fmt, M, N, K, qs[fmt], x, hbm)
+                r["speedup_vs_bf16"] = tb["us"] / r["us"]
+                row[fmt] = r
+                line += (f" | {fmt} {r['us']:8.1f} us {r['pct_hbm']:5.1f}%HBM {r['TFLOPS']:6.1f} TF"
+                         f" x{r['speedup_vs_bf16']:.2f}")
+            print(line, flush=True)
+            res["gemm"].append(row)
+        del wts, qs
+        torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

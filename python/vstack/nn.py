@@ -1,0 +1,73 @@
+"""Inference modules over the vstack kernels.
+
+    lin = vstack.nn.FP4Linear.from_linear(torch_linear, fmt="nvfp4")
+    vstack.nn.swap_linears(model, fmt="nvfp4")   # every nn.Linear -> FP4Linear, in place
+"""
+
+from typing import Callable, Optional
+
+import torch
+
+from . import fp4
+
+__all__ = ["FP4Linear", "swap_linears"]
+
+
+class FP4Linear(torch.nn.Module):
+    """Drop-in for nn.Linear at inference: the weight is stored in an FP4 format
+    (GEMM layout) and y = x W^T + b runs in the fused dequant-GEMM. x must be
+    float16 or bfloat16 on the weight's device; no autograd."""
+
+    def __init__(self, in_features: int, out_features: int, fmt: str = "nvfp4", bias: bool = True,
+                 device=None, dtype=torch.bfloat16):
+        super().__init__()
+        if in_features % 64:
+            raise ValueError(f"FP4Linear: in_features must be a multiple of 64 (got {in_features})")
+        self.in_features, self.out_features, self.fmt = in_features, out_features, fmt
+        f = fp4._fmt_id(fmt)
+        cb, sb, s2 = fp4._sizes(f, fp4.LAYOUTS["gemm"], out_features, in_features)
+        self.register_buffer("codes", torch.zeros(cb, dtype=torch.uint8, device=device))
+        self.register_buffer("scales", torch.zeros(sb, dtype=torch.uint8, device=device))
+        self.register_buffer("scale2", torch.ones(s2, dtype=torch.float32, device=device))
+        self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear, fmt: str = "nvfp4") -> "FP4Linear":
+        w = linear.weight.detach()
+        if not w.is_cuda:
+            raise ValueError("FP4Linear.from_linear: the Linear must be on a CUDA device")
+        mod = cls(linear.in_features, linear.out_features, fmt, linear.bias is not None, w.device,
+                  w.dtype if w.dtype in (torch.float16, torch.bfloat16) else torch.bfloat16)
+        q = fp4.quantize(w, fmt, layout="gemm")
+        mod.codes, mod.scales, mod.scale2 = q.codes, q.scales, q.scale2
+        if linear.bias is not None:
+            mod.bias = linear.bias.detach().to(mod.bias.dtype).clone()
+        return mod
+
+    def weight_fp4(self) -> fp4.FP4Tensor:
+        return fp4.FP4Tensor(self.codes, self.scales, self.scale2, self.fmt, "gemm",
+                             (self.out_features, self.in_features))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b = self.bias
+        if b is not None and b.dtype != x.dtype:
+            b = b.to(x.dtype)
+        return torch.ops.vstack.fp4_matmul(x, self.codes, self.scales, self.scale2, fp4.FORMATS[self.fmt],
+                                           self.out_features, self.in_features, b)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, fmt={self.fmt}, " \
+               f"bias={self.bias is not None}"
+
+
+def swap_linears(module: torch.nn.Module, fmt: str = "nvfp4",
+                 skip: Optional[Callable[[str, torch.nn.Linear], bool]] = None, prefix: str = "") -> torch.nn.Module:
+    """Replace every nn.Linear in module (recursively, in place) by FP4Linear.from_linear;
+    skip(name, linear) -> True keeps a layer in full precision."""
+    for name, child in list(module.named_children()):
+        full = f"{prefix}.{name}" if prefix else name
+        if isinstance(child, torch.nn.Linear) and not (skip and skip(full, child)):
+            setattr(module, name, FP4Linear.from_linear(child, fmt))
+        else:
+            swap_linears(child, fmt, skip, full)
+    return module

@@ -1,0 +1,277 @@
+// FP4 formats: element codes, scale codes and the per-block encoder/decoder.
+//
+// Every function here is compiled twice, for the CPU reference (ref.cpp) and
+// for the CUDA kernels, from this one source: the kernels are bit-identical to
+// the reference because they run the same float operations (each a single
+// IEEE-rounded multiply, divide or compare; no multiply-add that a compiler
+// could contract into an FMA). quant/FORMAT.md describes every bit.
+//
+// Glossary: *code* = one 4-bit element (E2M1 or an NF4 index); *block* = the
+// run of consecutive elements that share one scale (16 NVFP4, 32 MXFP4, 64
+// NF4); *scale2* = the second-level fp32 scale (NVFP4: one per tensor; NF4 with
+// double quantisation: one per group of 256 blocks); *chunk* = 64 consecutive
+// elements of a row, the unit of the GEMM layout (quant/layout.hpp).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define VSTACK_HD __host__ __device__ __forceinline__
+#else
+#define VSTACK_HD inline
+#endif
+#if defined(__CUDA_ARCH__)
+#define VSTACK_UNROLL _Pragma("unroll")
+#else
+#define VSTACK_UNROLL
+#endif
+
+namespace vstack::quant {
+
+enum class Format : int { nvfp4 = 0, mxfp4 = 1, nf4 = 2, nf4_dq = 3 };
+inline constexpr int kNumFormats = 4;
+
+// Elements per block.
+constexpr int block_size(Format f) { return f == Format::nvfp4 ? 16 : f == Format::mxfp4 ? 32 : 64; }
+// Bytes of one block's scale in the linear layout: a u8 code, or fp32 for plain NF4.
+constexpr int scale_bytes(Format f) { return f == Format::nf4 ? 4 : 1; }
+// Bytes of scales per 64-element chunk (GEMM layout): 4×E4M3, 2×E8M0, 1×fp32, 1×E4M3.
+constexpr int chunk_scale_bytes(Format f) {
+  return f == Format::nvfp4 ? 4 : f == Format::mxfp4 ? 2 : f == Format::nf4 ? 4 : 1;
+}
+// NF4 double quantisation: blocks per second-level scale.
+inline constexpr int kDqGroup = 256;
+constexpr bool uses_nf4_table(Format f) { return f == Format::nf4 || f == Format::nf4_dq; }
+// The code that decodes to 0 (E2M1 +0; NF4 index 7).
+constexpr uint32_t zero_code(Format f) { return uses_nf4_table(f) ? 7u : 0u; }
+
+// Largest finite E4M3 (0x7E) and the largest E2M1 magnitude.
+inline constexpr float kE4m3Max = 448.0f;
+inline constexpr float kE2m1Max = 6.0f;
+// NVFP4 per-tensor scale: g = amax / (6 * 448), so the largest block scale is 448.
+inline constexpr float kNvfp4GlobalDiv = kE2m1Max * kE4m3Max;  // 2688
+
+inline constexpr uint32_t kE4m3Nan = 0x7F;
+inline constexpr uint32_t kE8m0Nan = 0xFF;
+inline constexpr uint32_t kF32Nan = 0x7FC00000u;
+
+VSTACK_HD uint32_t f32_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
+VSTACK_HD float bits_f32(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+VSTACK_HD float round_even(float v) {  // round to nearest integer, ties to even
+#if defined(__CUDA_ARCH__)
+  return rintf(v);
+#else
+  return __builtin_rintf(v);  // default rounding mode: to nearest even
+#endif
+}
+
+VSTACK_HD bool is_finite(float v) { return (f32_bits(v) & 0x7F800000u) != 0x7F800000u; }
+VSTACK_HD float abs_f(float v) { return bits_f32(f32_bits(v) & 0x7FFFFFFFu); }
+// max that ignores NaN in b (a is never NaN here)
+VSTACK_HD float max_f(float a, float b) { return b > a ? b : a; }
+
+// ---- E2M1: s e1 e0 m; values 0, .5, 1, 1.5, 2, 3, 4, 6 -----------------------
+VSTACK_HD float e2m1_value(uint32_t c) {
+  uint32_t e = (c >> 1) & 3u, m = c & 1u;
+  uint32_t mag = e == 0 ? (m ? 0x3F000000u : 0u) : (((e + 126u) << 23) | (m << 22));
+  return bits_f32(mag | ((c & 8u) << 28));
+}
+
+// Round v to the nearest E2M1 value, ties to the even code, saturating at ±6.
+// Negative values that round to 0 encode +0. v must not be NaN.
+VSTACK_HD uint32_t e2m1_encode(float v) {
+  float a = abs_f(v);
+  uint32_t c = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  return (c != 0 && v < 0.0f) ? (c | 8u) : c;
+}
+
+// ---- NF4: the bitsandbytes table (fp32 values) -------------------------------
+VSTACK_HD float nf4_value(uint32_t c) {
+  switch (c & 15u) {
+    case 0: return -1.0f;
+    case 1: return -0x1.647362p-1f;  // -0.6961928
+    case 2: return -0x1.0cd66p-1f;   // -0.5250731
+    case 3: return -0x1.94654p-2f;   // -0.3949175
+    case 4: return -0x1.23449ap-2f;  // -0.2844414
+    case 5: return -0x1.7a6a7ep-3f;  // -0.1847734
+    case 6: return -0x1.74f0e2p-4f;  // -0.0910500
+    case 7: return 0.0f;
+    case 8: return 0x1.45f5fep-4f;   // 0.0795803
+    case 9: return 0x1.4995c6p-3f;   // 0.1609302
+    case 10: return 0x1.f809bap-3f;  // 0.2461123
+    case 11: return 0x1.5a0674p-2f;  // 0.3379152
+    case 12: return 0x1.c3497p-2f;   // 0.4407098
+    case 13: return 0x1.200f56p-1f;  // 0.5626170
+    case 14: return 0x1.722766p-1f;  // 0.7229568
+    default: return 1.0f;
+  }
+}
+
+// Nearest NF4 index of v (normally in [-1, 1]); a value exactly on a midpoint
+// (fp32 (t[i] + t[i+1]) * 0.5) takes the lower index. Saturates at both ends.
+VSTACK_HD uint32_t nf4_encode(float v) {
+  return (v > -0x1.b239bp-1f) + (v > -0x1.38a4ep-1f) + (v > -0x1.d709p-2f) + (v > -0x1.5bd4ecp-2f) +
+         (v > -0x1.e079d8p-3f) + (v > -0x1.1a7178p-3f) + (v > -0x1.74f0e2p-5f) + (v > 0x1.45f5fep-5f) +
+         (v > 0x1.ec90c4p-4f) + (v > 0x1.a0cfcp-3f) + (v > 0x1.2b05a8p-2f) + (v > 0x1.8ea7f2p-2f) +
+         (v > 0x1.00da08p-1f) + (v > 0x1.491b5ep-1f) + (v > 0x1.b913b4p-1f);
+}
+
+VSTACK_HD float element_value(Format f, uint32_t c) { return uses_nf4_table(f) ? nf4_value(c) : e2m1_value(c); }
+
+// ---- E4M3 (OCP FP8, "fn": no infinities, 0x7F/0xFF NaN, max 448) ------------
+VSTACK_HD float e4m3_value(uint32_t b) {
+  uint32_t e = (b >> 3) & 15u, m = b & 7u;
+  float v;
+  if (e == 15u && m == 7u) v = bits_f32(kF32Nan);
+  else if (e == 0u) v = static_cast<float>(m) * 0x1p-9f;  // subnormal: m * 2^-9 (exact)
+  else v = bits_f32(((e + 120u) << 23) | (m << 20));
+  return (b & 0x80u) ? -v : v;
+}
+
+// Round v >= 0 (finite or +inf, not NaN) to the nearest E4M3, ties to even,
+// saturating at 448 (0x7E).
+VSTACK_HD uint32_t e4m3_encode_pos(float v) {
+  if (v >= kE4m3Max) return 0x7Eu;
+  if (v < 0x1p-6f) return static_cast<uint32_t>(round_even(v * 512.0f));  // subnormals; 8 -> 0x08 = 2^-6
+  uint32_t u = f32_bits(v);
+  int e = static_cast<int>(u >> 23) - 127;                  // -6 .. 8
+  float m = bits_f32((u & 0x7FFFFFu) | 0x3F800000u);      // [1, 2)
+  uint32_t t = static_cast<uint32_t>(round_even((m - 1.0f) * 8.0f));  // 0 .. 8 (8 carries)
+  uint32_t code = (static_cast<uint32_t>(e + 7) << 3) + t;
+  return code > 0x7Eu ? 0x7Eu : code;
+}
+
+// ---- E8M0 (OCP MX scale): 2^(code - 127); 0xFF NaN ---------------------------
+VSTACK_HD float e8m0_value(uint32_t b) {
+  b &= 0xFFu;
+  if (b == 0xFFu) return bits_f32(kF32Nan);
+  if (b == 0u) return bits_f32(0x00400000u);  // 2^-127, an fp32 subnormal
+  return bits_f32(b << 23);
+}
+
+VSTACK_HD int clz32(uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  return __clz(static_cast<int>(v));
+#else
+  return v ? __builtin_clz(v) : 32;
+#endif
+}
+
+// floor(log2(a)) for finite a > 0, subnormals included.
+VSTACK_HD int floor_log2(float a) {
+  uint32_t u = f32_bits(a);
+  uint32_t ex = u >> 23;
+  if (ex != 0u) return static_cast<int>(ex) - 127;
+  return (31 - clz32(u & 0x7FFFFFu)) - 149;
+}
+
+// ---- per-block encoders ----------------------------------------------------
+// x: the block's N inputs as float; codes: N outputs (0..15, one per byte).
+// Non-finite input policy: a block holding a NaN or ±Inf gets the NaN scale
+// code (decodes to NaN for every element) and all-zero-value codes.
+
+struct BlockStat {
+  float amax;  // max |x| over the block (finite values)
+  bool bad;    // some element is NaN or ±Inf
+};
+
+template <int N>
+VSTACK_HD BlockStat block_stat(const float (&x)[N]) {
+  BlockStat s{0.0f, false};
+VSTACK_UNROLL
+  for (int i = 0; i < N; ++i) {
+    float a = abs_f(x[i]);
+    bool fin = is_finite(a);
+    s.bad |= !fin;
+    if (fin) s.amax = max_f(s.amax, a);
+  }
+  return s;
+}
+
+// NVFP4 per-tensor decode multiplier from the tensor's finite amax.
+VSTACK_HD float nvfp4_global(float tensor_amax) {
+  float g = tensor_amax / kNvfp4GlobalDiv;
+  return g > 0.0f ? g : 1.0f;  // all-zero (or underflowing) tensor: any g works, use 1
+}
+
+// NF4 double quantisation: the group's fp32 scale from the largest finite absmax.
+VSTACK_HD float nf4dq_group_scale(float group_amax) {
+  float g = group_amax / kE4m3Max;
+  return g > 0.0f ? g : 1.0f;
+}
+
+// Encode a block. scale2: NVFP4 the per-tensor g, NF4_DQ the group's g2, else unused.
+// Returns the stored scale: a u8 code, or the fp32 bits of the absmax for NF4.
+template <Format F, int N>
+VSTACK_HD uint32_t encode_block(const float (&x)[N], float scale2, uint8_t (&codes)[N]) {
+  static_assert(N == block_size(F), "block size");
+  BlockStat st = block_stat(x);
+  uint32_t sc;
+  float s;  // the block's decode scale
+  if constexpr (F == Format::nvfp4) {
+    sc = st.bad ? kE4m3Nan : e4m3_encode_pos(st.amax / (kE2m1Max * scale2));
+    s = e4m3_value(sc) * scale2;
+  } else if constexpr (F == Format::mxfp4) {
+    if (st.bad) {
+      sc = kE8m0Nan;
+    } else if (st.amax == 0.0f) {
+      sc = 0u;
+    } else {
+      int se = floor_log2(st.amax) - 2;  // 2 = emax of E2M1 (6 = 1.5 * 2^2)
+      se = se < -127 ? -127 : se;        // never above 125: fp32 amax < 2^128
+      sc = static_cast<uint32_t>(se + 127);
+    }
+    s = e8m0_value(sc);
+  } else if constexpr (F == Format::nf4) {
+    s = st.bad ? bits_f32(kF32Nan) : st.amax;
+    sc = f32_bits(s);
+  } else {  // nf4_dq: absmax rounded to E4M3 in units of the group scale
+    sc = st.bad ? kE4m3Nan : e4m3_encode_pos(st.amax / scale2);
+    s = e4m3_value(sc) * scale2;
+  }
+  const bool zero = st.bad || !(s > 0.0f);
+VSTACK_UNROLL
+  for (int i = 0; i < N; ++i) {
+    uint32_t c;
+    if (zero) c = zero_code(F);
+    else if constexpr (uses_nf4_table(F)) c = nf4_encode(x[i] / s);
+    else c = e2m1_encode(x[i] / s);
+    codes[i] = static_cast<uint8_t>(c);
+  }
+  return sc;
+}
+
+// The block's decode scale from its stored scale (and scale2, as in encode_block).
+template <Format F>
+VSTACK_HD float block_scale(uint32_t sc, float scale2) {
+  if constexpr (F == Format::nvfp4 || F == Format::nf4_dq) return e4m3_value(sc) * scale2;
+  else if constexpr (F == Format::mxfp4) return e8m0_value(sc);
+  else return bits_f32(sc);
+}
+
+// Decoded element: value(code) * scale, one fp32 rounding.
+template <Format F>
+VSTACK_HD float decode(uint32_t code, float scale) {
+  return element_value(F, code) * scale;
+}
+
+}  // namespace vstack::quant

@@ -1,0 +1,223 @@
+// Fused dequant-GEMM y = x * W^T (+ bias): params, kernel and launch.
+//
+// x [M x K] (bf16/f16) and the FP4 weight (GEMM layout, quant/layout.hpp) are
+// streamed through a cp.async multi-stage pipeline into shared memory; each warp
+// loads its x fragments with ldmatrix, decodes its weight fragments in registers
+// (16-entry code table in shared memory, times the block scale, rounded to x's
+// dtype) and issues mma.sync m16n8k16 with fp32 accumulation. Warps that split K
+// (WARPS_K > 1) are reduced through shared memory in the epilogue.
+//
+// Exactness of the decoded weights: for NVFP4 (per-tensor g applied in the
+// epilogue) and MXFP4, code * block scale has at most 5 significant bits and is
+// exact in bf16 (and in f16 where in range); NF4 values are rounded once to x's
+// dtype (relative 2^-9 bf16, 2^-12 f16).
+#pragma once
+
+#include "quant/device.cuh"
+#include "quant/format.hpp"
+#include "quant/gemm_traits.hpp"
+
+namespace vstack::quant {
+
+struct GemmParams {
+  const void* x;
+  const uint8_t* codes;
+  const uint8_t* scales;
+  const float* scale2;
+  const void* bias;  // nullable
+  void* y;
+  int m, n, k, npad;
+};
+
+using GemmLaunchFn = cudaError_t (*)(const GemmParams&, cudaStream_t);
+
+// Defined in the generated gemm_<format>_<dtype>.cu files.
+template <Format F, typename T>
+GemmLaunchFn gemm_launcher(GemmConfigId id);
+
+template <class C, Format F, typename T>
+__global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p) {
+  using D = dev::Dt<T>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  float* lut = reinterpret_cast<float*>(smem + C::PIPE_BYTES);
+  constexpr int WMN = C::WARPS_M * C::WARPS_N;
+  constexpr int SB = chunk_scale_bytes(F);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wk = warp / WMN, wm = (warp % WMN) / C::WARPS_N, wn = warp % C::WARPS_N;
+  const int m0 = blockIdx.y * C::BM, n0 = blockIdx.x * C::BN;
+  const int kc_total = p.k / 64;
+  const int ktiles = (kc_total + C::WARPS_K - 1) / C::WARPS_K;
+  if (tid < 16) lut[tid] = element_value(F, tid);
+
+  const char* xg = static_cast<const char*>(p.x);
+
+  auto load = [&](int stage, int kt) {
+    uint8_t* sA = smem + stage * C::STAGE_BYTES;
+    uint8_t* sW = sA + C::A_BYTES;
+    uint8_t* sS = sW + C::W_BYTES;
+    constexpr int ACH = C::BK / 8;  // 16-byte chunks per x row
+    static_assert((C::BM * ACH) % C::THREADS == 0, "x tile split");
+#pragma unroll
+    for (int i = 0; i < C::BM * ACH / C::THREADS; ++i) {
+      const int c = tid + i * C::THREADS;
+      const int row = c / ACH, ch = c % ACH;
+      const int gm = m0 + row;
+      const int gk = kt * C::BK + ch * 8;
+      const bool ok = gm < p.m && gk < p.k;
+      const char* src = ok ? xg + (static_cast<int64_t>(gm) * p.k + gk) * 2 : xg;
+      dev::cp_async16(sA + row * (C::BK * 2) + ((ch ^ (row & 7)) * 16), src, ok ? 16 : 0);
+    }
+    constexpr int WCH = C::W_ROW / 16;
+    static_assert((C::BN * WCH) % C::THREADS == 0, "W tile split");
+#pragma unroll
+    for (int i = 0; i < C::BN * WCH / C::THREADS; ++i) {
+      const int c = tid + i * C::THREADS;
+      const int row = c / WCH, ch = c % WCH;
+      const int gn = n0 + row;
+      const int gb = kt * C::W_ROW + ch * 16;
+      const bool ok = gn < p.n && gb < p.k / 2;
+      const uint8_t* src = ok ? p.codes + static_cast<int64_t>(gn) * (p.k / 2) + gb : p.codes;
+      dev::cp_async16(sW + row * C::W_PITCH + ch * 16, src, ok ? 16 : 0);
+    }
+    constexpr int SCH = C::BN * SB / 16;  // 16-byte chunks of one slice's scales
+    static_assert(C::WARPS_K * SCH <= C::THREADS, "scale split");
+    if (tid < C::WARPS_K * SCH) {
+      const int s = tid / SCH, ch = tid % SCH;
+      const int kc = kt * C::WARPS_K + s;
+      const bool ok = kc < kc_total && (p.npad - n0) * SB > ch * 16;
+      const uint8_t* src = ok ? p.scales + (static_cast<int64_t>(kc) * p.npad + n0) * SB + ch * 16 : p.scales;
+      dev::cp_async16(sS + s * C::BN * 4 + ch * 16, src, ok ? 16 : 0);
+    }
+  };
+
+  float acc[C::MT][C::NT][4];
+#pragma unroll
+  for (int a = 0; a < C::MT; ++a)
+#pragma unroll
+    for (int b = 0; b < C::NT; ++b)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[a][b][c] = 0.0f;
+
+  auto compute = [&](int stage, int kt) {
+    const int kc = kt * C::WARPS_K + wk;
+    if (kc >= kc_total) return;  // warp-uniform: this slice lies beyond K
+    const uint8_t* sA = smem + stage * C::STAGE_BYTES;
+    const uint8_t* sW = sA + C::A_BYTES;
+    const uint8_t* sS = sW + C::W_BYTES + wk * C::BN * 4;
+    uint2 cw[C::NT];
+    float sc[C::NT][4];
+#pragma unroll
+    for (int j = 0; j < C::NT; ++j) {
+      const int nl = wn * C::WTN + j * 8 + (lane >> 2);
+      cw[j] = *reinterpret_cast<const uint2*>(sW + nl * C::W_PITCH + wk * 32 + (lane & 3) * 8);
+      if constexpr (F == Format::nvfp4) {
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + nl * 4);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) sc[j][s] = e4m3_value((w >> (8 * s)) & 0xFFu);
+      } else if constexpr (F == Format::mxfp4) {
+        const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + nl * 2);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) sc[j][s] = e8m0_value((w >> (8 * (s >> 1))) & 0xFFu);
+      } else if constexpr (F == Format::nf4) {
+        const float v = *reinterpret_cast<const float*>(sS + nl * 4);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) sc[j][s] = v;
+      } else {
+        const int gn = n0 + nl;
+        float v = 0.0f;
+        if (gn < p.n) {
+          const float g2 = __ldg(p.scale2 + (static_cast<int64_t>(gn) * kc_total + kc) / kDqGroup);
+          v = e4m3_value(sS[nl]) * g2;
+        }
+#pragma unroll
+        for (int s = 0; s < 4; ++s) sc[j][s] = v;
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      uint32_t a[C::MT][4];
+#pragma unroll
+      for (int mt = 0; mt < C::MT; ++mt) {
+        const int row = wm * C::WTM + mt * 16 + (lane & 15);
+        const int ch = wk * 8 + s * 2 + (lane >> 4);
+        dev::ldmatrix_x4(a[mt], sA + row * (C::BK * 2) + ((ch ^ (row & 7)) * 16));
+      }
+#pragma unroll
+      for (int j = 0; j < C::NT; ++j) {
+        const uint32_t w = (s < 2 ? cw[j].x : cw[j].y) >> ((s & 1) * 16);
+        const float f = sc[j][s];
+        const uint32_t b0 = D::pack2(lut[w & 15u] * f, lut[(w >> 4) & 15u] * f);
+        const uint32_t b1 = D::pack2(lut[(w >> 8) & 15u] * f, lut[(w >> 12) & 15u] * f);
+#pragma unroll
+        for (int mt = 0; mt < C::MT; ++mt) D::mma(acc[mt][j], a[mt], b0, b1);
+      }
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < C::STAGES - 1; ++s) {
+    if (s < ktiles) load(s, s);
+    dev::cp_async_commit();
+  }
+  for (int kt = 0; kt < ktiles; ++kt) {
+    dev::cp_async_wait<C::STAGES - 2>();
+    __syncthreads();  // tile kt landed for everyone; stage (kt-1) % STAGES is free
+    const int nk = kt + C::STAGES - 1;
+    if (nk < ktiles) load(nk % C::STAGES, nk);
+    dev::cp_async_commit();
+    compute(kt % C::STAGES, kt);
+  }
+  dev::cp_async_wait<0>();
+  __syncthreads();
+
+  // Epilogue: sum the WARPS_K partial tiles in shared memory, then scale, add bias, store.
+  float* sC = reinterpret_cast<float*>(smem);
+#pragma unroll
+  for (int w = 0; w < C::WARPS_K; ++w) {
+    if (wk == w) {
+#pragma unroll
+      for (int mt = 0; mt < C::MT; ++mt)
+#pragma unroll
+        for (int j = 0; j < C::NT; ++j) {
+          const int row = wm * C::WTM + mt * 16 + (lane >> 2);
+          const int col = wn * C::WTN + j * 8 + (lane & 3) * 2;
+          float* c0 = sC + row * C::C_PITCH + col;
+          float* c1 = c0 + 8 * C::C_PITCH;
+          if (w == 0) {
+            c0[0] = acc[mt][j][0]; c0[1] = acc[mt][j][1];
+            c1[0] = acc[mt][j][2]; c1[1] = acc[mt][j][3];
+          } else {
+            c0[0] += acc[mt][j][0]; c0[1] += acc[mt][j][1];
+            c1[0] += acc[mt][j][2]; c1[1] += acc[mt][j][3];
+          }
+        }
+    }
+    __syncthreads();
+  }
+  const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;
+  const T* bias = static_cast<const T*>(p.bias);
+  T* y = static_cast<T*>(p.y);
+  for (int idx = tid; idx < C::BM * C::BN; idx += C::THREADS) {
+    const int row = idx / C::BN, col = idx % C::BN;
+    const int gm = m0 + row, gn = n0 + col;
+    if (gm < p.m && gn < p.n) {
+      float v = sC[row * C::C_PITCH + col] * gs;
+      if (bias) v += D::to_f(bias[gn]);
+      y[static_cast<int64_t>(gm) * p.n + gn] = D::from_f(v);
+    }
+  }
+}
+
+template <class C, Format F, typename T>
+cudaError_t launch_gemm(const GemmParams& p, cudaStream_t stream) {
+  auto kern = fp4_gemm_kernel<C, F, T>;
+  // Above 48 KB a kernel needs the opt-in (once per process; single-device use assumed).
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+  if (attr != cudaSuccess) return attr;
+  dim3 grid((p.n + C::BN - 1) / C::BN, (p.m + C::BM - 1) / C::BM);
+  kern<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace vstack::quant

@@ -1,0 +1,171 @@
+// CPU reference encoder/decoder (see ref.hpp).
+#include "quant/ref.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace vstack::quant::ref {
+
+namespace {
+
+template <Format F>
+void quantize_linear(const float* x, int64_t n, QTensor& q) {
+  constexpr int B = block_size(F);
+  const int64_t blocks = n / B;
+  float scale2 = 1.0f;
+  if constexpr (F == Format::nvfp4) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      float a = abs_f(x[i]);
+      if (is_finite(a)) amax = max_f(amax, a);
+    }
+    scale2 = nvfp4_global(amax);
+    q.scale2[0] = scale2;
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    if constexpr (F == Format::nf4_dq) {
+      if (b % kDqGroup == 0) {  // group scale from the group's largest finite absmax
+        float gmax = 0.0f;
+        const int64_t end = std::min(blocks, b + kDqGroup) * B;
+        for (int64_t i = b * B; i < end; ++i) {
+          float a = abs_f(x[i]);
+          if (is_finite(a)) gmax = max_f(gmax, a);
+        }
+        scale2 = nf4dq_group_scale(gmax);
+        q.scale2[b / kDqGroup] = scale2;
+      }
+    }
+    float xb[B];
+    uint8_t cb[B];
+    std::memcpy(xb, x + b * B, sizeof xb);
+    uint32_t sc = encode_block<F, B>(xb, scale2, cb);
+    for (int i = 0; i < B; i += 2) q.codes[(b * B + i) / 2] = static_cast<uint8_t>(cb[i] | (cb[i + 1] << 4));
+    if constexpr (F == Format::nf4) std::memcpy(&q.scales[b * 4], &sc, 4);
+    else q.scales[b] = static_cast<uint8_t>(sc);
+  }
+}
+
+void alloc(QTensor& q) {
+  Sizes s = sizes(q.format, q.layout, q.rows, q.cols);
+  q.codes.assign(s.codes_bytes, 0);
+  q.scales.assign(s.scales_bytes, 0);
+  q.scale2.assign(s.scale2_count, 0.0f);
+}
+
+}  // namespace
+
+bool quantize(const float* x, int64_t rows, int64_t cols, Format f, Layout l, QTensor& out) {
+  if (!shape_ok(f, l, rows, cols)) return false;
+  QTensor q;
+  q.format = f;
+  q.layout = Layout::linear;
+  q.rows = rows;
+  q.cols = cols;
+  alloc(q);
+  const int64_t n = rows * cols;
+  switch (f) {
+    case Format::nvfp4: quantize_linear<Format::nvfp4>(x, n, q); break;
+    case Format::mxfp4: quantize_linear<Format::mxfp4>(x, n, q); break;
+    case Format::nf4: quantize_linear<Format::nf4>(x, n, q); break;
+    case Format::nf4_dq: quantize_linear<Format::nf4_dq>(x, n, q); break;
+  }
+  if (l == Layout::gemm) return to_gemm(q, out);
+  out = std::move(q);
+  return true;
+}
+
+uint32_t code_at(const QTensor& q, int64_t n, int64_t k) {
+  uint8_t b = q.codes[code_byte(q.layout, n, k, q.cols)];
+  return (k & 1) ? (b >> 4) : (b & 15u);
+}
+
+float scale_at(const QTensor& q, int64_t n, int64_t k) {
+  const int64_t off = scale_byte(q.format, q.layout, n, k, q.rows, q.cols);
+  const float s2 = q.scale2.empty() ? 1.0f : q.scale2[scale2_index(q.format, n, k, q.cols)];
+  switch (q.format) {
+    case Format::nvfp4: return block_scale<Format::nvfp4>(q.scales[off], s2);
+    case Format::mxfp4: return block_scale<Format::mxfp4>(q.scales[off], s2);
+    case Format::nf4: {
+      uint32_t u;
+      std::memcpy(&u, &q.scales[off], 4);
+      return block_scale<Format::nf4>(u, s2);
+    }
+    case Format::nf4_dq: return block_scale<Format::nf4_dq>(q.scales[off], s2);
+  }
+  return 0.0f;
+}
+
+void dequantize(const QTensor& q, float* y) {
+  // Linear tensors are decoded as one row so that any rows x cols split works.
+  const int64_t R = q.layout == Layout::linear ? 1 : q.rows;
+  const int64_t C = q.layout == Layout::linear ? q.rows * q.cols : q.cols;
+  QTensor v = q;
+  v.rows = R;
+  v.cols = C;
+  for (int64_t n = 0; n < R; ++n)
+    for (int64_t k = 0; k < C; ++k) y[n * C + k] = element_value(q.format, code_at(v, n, k)) * scale_at(v, n, k);
+}
+
+bool to_gemm(const QTensor& lin, QTensor& out) {
+  if (lin.layout != Layout::linear || !shape_ok(lin.format, Layout::gemm, lin.rows, lin.cols)) return false;
+  QTensor g;
+  g.format = lin.format;
+  g.layout = Layout::gemm;
+  g.rows = lin.rows;
+  g.cols = lin.cols;
+  alloc(g);
+  g.scale2 = lin.scale2;
+  const int64_t N = lin.rows, K = lin.cols;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; k += 2) g.codes[code_byte(Layout::gemm, n, k, K)] = lin.codes[code_byte(Layout::linear, n, k, K)];
+  const int B = block_size(lin.format), sb = scale_bytes(lin.format);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; k += B)
+      std::memcpy(&g.scales[scale_byte(g.format, Layout::gemm, n, k, N, K)],
+                  &lin.scales[scale_byte(g.format, Layout::linear, n, k, N, K)], sb);
+  out = std::move(g);
+  return true;
+}
+
+QTensor to_linear(const QTensor& g) {
+  QTensor l;
+  l.format = g.format;
+  l.layout = Layout::linear;
+  l.rows = g.rows;
+  l.cols = g.cols;
+  alloc(l);
+  l.scale2 = g.scale2;
+  const int64_t N = g.rows, K = g.cols;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; k += 2) l.codes[code_byte(Layout::linear, n, k, K)] = g.codes[code_byte(Layout::gemm, n, k, K)];
+  const int B = block_size(g.format), sb = scale_bytes(g.format);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; k += B)
+      std::memcpy(&l.scales[scale_byte(g.format, Layout::linear, n, k, N, K)],
+                  &g.scales[scale_byte(g.format, Layout::gemm, n, k, N, K)], sb);
+  return l;
+}
+
+uint16_t f32_to_bf16(float v) {
+  uint32_t u = f32_bits(v);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet NaN
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+float bf16_to_f32(uint16_t h) { return bits_f32(static_cast<uint32_t>(h) << 16); }
+
+uint16_t f32_to_f16(float v) {
+  _Float16 h = static_cast<_Float16>(v);  // IEEE round to nearest even
+  uint16_t u;
+  std::memcpy(&u, &h, 2);
+  return u;
+}
+
+float f16_to_f32(uint16_t u) {
+  _Float16 h;
+  std::memcpy(&h, &u, 2);
+  return static_cast<float>(h);
+}
+
+}  // namespace vstack::quant::ref

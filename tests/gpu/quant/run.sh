@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# FP4 GPU tests: the kernels vs the CPU reference (C++), then the torch ops (Python, if torch is there).
+# Usage: tests/gpu/quant/run.sh BUILD_DIR
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+build=${1:?usage: run.sh BUILD_DIR}
+bin="$build/tests/quant/fp4_gpu_tests"
+[ -x "$bin" ] || { echo "missing $bin (configure with -Dkernels=true and build)" >&2; exit 1; }
+export LD_LIBRARY_PATH="$build/kernels:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+status=0
+"$bin" --durations yes || status=1
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  VSTACK_KERNELS_LIB="$build/kernels/libvstack_kernels.so" PYTHONPATH="$root/python" \
+    python3 "$here/test_fp4_torch.py" || status=1
+else
+  echo "torch with CUDA not found: skipped test_fp4_torch.py"
+fi
+exit $status

@@ -1,0 +1,338 @@
+// FP4 kernels against the CPU reference, on fresh random inputs (seed printed),
+// every format, ragged and edge shapes, outputs poisoned before each launch.
+#include <catch2/catch.hpp>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "quant/ref.hpp"
+#include "vstack/kernels.h"
+
+using namespace vstack::quant;
+
+namespace {
+
+#define CUDA_OK(call)                                                              \
+  do {                                                                             \
+    cudaError_t e_ = (call);                                                       \
+    INFO(#call << ": " << cudaGetErrorString(e_));                                 \
+    REQUIRE(e_ == cudaSuccess);                                                    \
+  } while (0)
+
+#define VS_OK(call)                                                                \
+  do {                                                                             \
+    vstack_status_t s_ = (call);                                                   \
+    INFO(#call << ": " << vstack_status_string(s_) << ": " << vstack_last_error()); \
+    REQUIRE(s_ == VSTACK_OK);                                                      \
+  } while (0)
+
+struct DevBuf {
+  void* p = nullptr;
+  size_t n = 0;
+  explicit DevBuf(size_t bytes) : n(bytes) {
+    if (bytes) REQUIRE(cudaMalloc(&p, bytes) == cudaSuccess);
+  }
+  ~DevBuf() {
+    if (p) cudaFree(p);
+  }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  void poison(int byte = 0xCD) { REQUIRE(cudaMemset(p, byte, n) == cudaSuccess); }
+  template <typename T>
+  void upload(const std::vector<T>& v) {
+    REQUIRE(v.size() * sizeof(T) <= n);
+    REQUIRE(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  template <typename T>
+  std::vector<T> download() const {
+    std::vector<T> v(n / sizeof(T));
+    REQUIRE(cudaMemcpy(v.data(), p, v.size() * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return v;
+  }
+};
+
+uint64_t fresh_seed() {
+  static const uint64_t base = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
+  static uint64_t n = 0;
+  static bool printed = false;
+  if (!printed) {
+    std::printf("fp4_gpu_tests: base seed %llu\n", static_cast<unsigned long long>(base));
+    printed = true;
+  }
+  return base + 0x9E3779B97F4A7C15ull * ++n;
+}
+
+// Random weights: N(0,1) times a per-row magnitude spread over 2^-8..2^8, plus outliers.
+std::vector<float> random_matrix(int64_t rows, int64_t cols, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd;
+  std::uniform_int_distribution<int> ex(-8, 8);
+  std::vector<float> x(rows * cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float s = std::ldexp(1.0f, ex(rng));
+    for (int64_t c = 0; c < cols; ++c) x[r * cols + c] = nd(rng) * s;
+  }
+  std::uniform_int_distribution<int64_t> pos(0, rows * cols - 1);
+  for (int i = 0; i < 3; ++i) x[pos(rng)] *= 40.0f;
+  return x;
+}
+
+const vstack_dtype_t kDtypes[] = {VSTACK_DTYPE_F32, VSTACK_DTYPE_F16, VSTACK_DTYPE_BF16};
+const char* dtype_name(vstack_dtype_t t) { return t == VSTACK_DTYPE_F32 ? "f32" : t == VSTACK_DTYPE_F16 ? "f16" : "bf16"; }
+
+// Round x to the dtype (the kernel sees that value); returns the bytes to upload.
+std::vector<uint8_t> as_dtype(std::vector<float>& x, vstack_dtype_t t) {
+  std::vector<uint8_t> out(x.size() * (t == VSTACK_DTYPE_F32 ? 4 : 2));
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (t == VSTACK_DTYPE_F32) {
+      std::memcpy(&out[4 * i], &x[i], 4);
+    } else {
+      uint16_t h = t == VSTACK_DTYPE_F16 ? ref::f32_to_f16(x[i]) : ref::f32_to_bf16(x[i]);
+      x[i] = t == VSTACK_DTYPE_F16 ? ref::f16_to_f32(h) : ref::bf16_to_f32(h);
+      std::memcpy(&out[2 * i], &h, 2);
+    }
+  }
+  return out;
+}
+
+struct DevQ {
+  vstack_fp4_tensor_t t{};
+  std::unique_ptr<DevBuf> codes, scales, scale2;
+  DevQ(Format f, Layout l, int64_t rows, int64_t cols) {
+    size_t cb = 0, sb = 0, s2 = 0;
+    VS_OK(vstack_fp4_sizes(static_cast<vstack_fp4_format_t>(f), static_cast<vstack_fp4_layout_t>(l), rows, cols, &cb,
+                           &sb, &s2));
+    codes = std::make_unique<DevBuf>(cb);
+    scales = std::make_unique<DevBuf>(sb);
+    scale2 = std::make_unique<DevBuf>(s2 * 4);
+    t.format = static_cast<int32_t>(f);
+    t.layout = static_cast<int32_t>(l);
+    t.rows = rows;
+    t.cols = cols;
+    t.codes = codes->p;
+    t.scales = scales->p;
+    t.scale2 = static_cast<float*>(scale2->p);
+  }
+  void upload(const ref::QTensor& q) {
+    codes->upload(q.codes);
+    scales->upload(q.scales);
+    if (!q.scale2.empty()) scale2->upload(q.scale2);
+  }
+};
+
+const Format kFormats[] = {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq};
+
+}  // namespace
+
+TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
+  std::mt19937_64 rng(fresh_seed());
+  struct Shape { int64_t rows, cols; };
+  const Shape shapes[] = {{1, 64}, {3, 128}, {17, 192}, {1, 64 * 300}, {100, 512}, {257, 1024}, {64, 64 * 257}};
+  for (Format f : kFormats)
+    for (Layout l : {Layout::linear, Layout::gemm})
+      for (vstack_dtype_t dt : kDtypes)
+        for (const Shape& s : shapes) {
+          INFO("format " << static_cast<int>(f) << " layout " << static_cast<int>(l) << " dtype " << dtype_name(dt)
+                         << " " << s.rows << "x" << s.cols);
+          std::vector<float> x = random_matrix(s.rows, s.cols, rng);
+          if (s.rows == 100) {  // non-finite inputs in a few blocks
+            x[70] = NAN;
+            x[1000] = INFINITY;
+            x[20000] = -INFINITY;
+          }
+          const std::vector<uint8_t> bytes = as_dtype(x, dt);
+          ref::QTensor want;
+          REQUIRE(ref::quantize(x.data(), s.rows, s.cols, f, l, want));
+          DevBuf dx(bytes.size());
+          dx.upload(bytes);
+          DevQ q(f, l, s.rows, s.cols);
+          q.codes->poison();
+          q.scales->poison();
+          q.scale2->poison();
+          VS_OK(vstack_fp4_quantize(dx.p, dt, &q.t, nullptr));
+          CUDA_OK(cudaDeviceSynchronize());
+          CHECK(q.codes->download<uint8_t>() == want.codes);
+          CHECK(q.scales->download<uint8_t>() == want.scales);
+          if (!want.scale2.empty()) {
+            const auto got = q.scale2->download<float>();
+            REQUIRE(got.size() == want.scale2.size());
+            CHECK(std::memcmp(got.data(), want.scale2.data(), got.size() * 4) == 0);
+          }
+        }
+}
+
+TEST_CASE("dequantize is bit-identical to the reference", "[gpu][quant]") {
+  std::mt19937_64 rng(fresh_seed());
+  for (Format f : kFormats)
+    for (Layout l : {Layout::linear, Layout::gemm})
+      for (vstack_dtype_t dt : kDtypes)
+        for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 64}, {19, 320}, {300, 1024}}) {
+          INFO("format " << static_cast<int>(f) << " layout " << static_cast<int>(l) << " dtype " << dtype_name(dt)
+                         << " " << rows << "x" << cols);
+          std::vector<float> x = random_matrix(rows, cols, rng);
+          x[rows * cols / 2] = NAN;
+          ref::QTensor q;
+          REQUIRE(ref::quantize(x.data(), rows, cols, f, l, q));
+          std::vector<float> want(rows * cols);
+          ref::dequantize(q, want.data());
+          DevQ dq(f, l, rows, cols);
+          dq.upload(q);
+          DevBuf dy(rows * cols * (dt == VSTACK_DTYPE_F32 ? 4 : 2));
+          dy.poison();
+          VS_OK(vstack_fp4_dequantize(&dq.t, dy.p, dt, nullptr));
+          CUDA_OK(cudaDeviceSynchronize());
+          int64_t bad = 0, nans = 0;
+          if (dt == VSTACK_DTYPE_F32) {
+            const auto got = dy.download<float>();
+            for (int64_t i = 0; i < rows * cols; ++i) {
+              if (std::isnan(want[i])) { nans++; bad += !std::isnan(got[i]); }
+              else bad += std::memcmp(&got[i], &want[i], 4) != 0;
+            }
+          } else {
+            const auto got = dy.download<uint16_t>();
+            for (int64_t i = 0; i < rows * cols; ++i) {
+              const uint16_t w = dt == VSTACK_DTYPE_F16 ? ref::f32_to_f16(want[i]) : ref::f32_to_bf16(want[i]);
+              const float gf = dt == VSTACK_DTYPE_F16 ? ref::f16_to_f32(got[i]) : ref::bf16_to_f32(got[i]);
+              if (std::isnan(want[i])) { nans++; bad += !std::isnan(gf); }
+              else bad += got[i] != w;
+            }
+          }
+          CHECK(nans >= 1);
+          CHECK(bad == 0);
+        }
+}
+
+TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][quant]") {
+  std::mt19937_64 rng(fresh_seed());
+  struct Shape { int64_t m, n, k; };
+  const Shape shapes[] = {{1, 64, 64},     {1, 4096, 4096},  {2, 100, 128},    {4, 1000, 512},  {8, 333, 1088},
+                          {16, 512, 2048}, {17, 129, 320},   {33, 264, 640},   {64, 1024, 256}, {65, 200, 384},
+                          {130, 96, 64},   {256, 520, 448},  {300, 1000, 960}, {1024, 256, 1024}, {513, 4100, 128}};
+  double worst_rel = 0;
+  for (Format f : kFormats)
+    for (vstack_dtype_t dt : {VSTACK_DTYPE_BF16, VSTACK_DTYPE_F16})
+      for (const Shape& s : shapes)
+        for (bool with_bias : {false, true}) {
+          if (with_bias && s.m % 2 == 0) continue;  // bias on about half of the shapes
+          INFO("format " << static_cast<int>(f) << " dtype " << dtype_name(dt) << " m " << s.m << " n " << s.n << " k "
+                         << s.k << " bias " << with_bias);
+          // Weights kept in f16 range for the f16 path (decoded weights are rounded to x's dtype).
+          std::vector<float> w = random_matrix(s.n, s.k, rng);
+          ref::QTensor q;
+          REQUIRE(ref::quantize(w.data(), s.n, s.k, f, Layout::gemm, q));
+          std::vector<float> wd(s.n * s.k);
+          ref::dequantize(q, wd.data());
+          std::normal_distribution<float> nd;
+          std::vector<float> x(s.m * s.k), b(s.n);
+          for (auto& v : x) v = nd(rng);
+          for (auto& v : b) v = nd(rng);
+          const auto xb = as_dtype(x, dt);
+          const auto bb = as_dtype(b, dt);
+          DevBuf dx(xb.size()), db(bb.size()), dy(s.m * s.n * 2);
+          dx.upload(xb);
+          db.upload(bb);
+          DevQ dq(f, Layout::gemm, s.n, s.k);
+          dq.upload(q);
+          dy.poison(0xFF);  // NaN in both dtypes
+          VS_OK(vstack_fp4_matmul(dx.p, dt, s.m, &dq.t, with_bias ? db.p : nullptr, dy.p, nullptr));
+          CUDA_OK(cudaDeviceSynchronize());
+          const auto got = dy.download<uint16_t>();
+          // Bound: output rounding u*|ref| + (weight rounding u_w + fp32 accumulation K*2^-24) * sum|x*w|,
+          // u = 2^-8 (bf16) / 2^-11 (f16); u_w = u for NF4 (decoded values are rounded to x's dtype),
+          // 0 for NVFP4/MXFP4 whose decoded values are exact in both dtypes here.
+          const double u = dt == VSTACK_DTYPE_BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+          const double uw = (f == Format::nf4 || f == Format::nf4_dq) ? u : 0.0;
+          const double acc = static_cast<double>(s.k + 2) * std::ldexp(1.0, -24);
+          int64_t bad = 0;
+          double num = 0, den = 0;
+          for (int64_t i = 0; i < s.m; ++i)
+            for (int64_t j = 0; j < s.n; ++j) {
+              double r = with_bias ? b[j] : 0.0, mag = with_bias ? std::abs(b[j]) : 0.0;
+              for (int64_t k = 0; k < s.k; ++k) {
+                const double t = static_cast<double>(x[i * s.k + k]) * wd[j * s.k + k];
+                r += t;
+                mag += std::abs(t);
+              }
+              const uint16_t h = got[i * s.n + j];
+              const double g = dt == VSTACK_DTYPE_BF16 ? ref::bf16_to_f32(h) : ref::f16_to_f32(h);
+              const double tol = u * std::abs(r) + (uw + acc) * (1 + u) * mag + 1e-30;
+              if (!(std::abs(g - r) <= tol)) {
+                if (bad < 5) UNSCOPED_INFO("y[" << i << "][" << j << "] = " << g << " want " << r << " tol " << tol);
+                ++bad;
+              }
+              num += (g - r) * (g - r);
+              den += r * r;
+            }
+          CHECK(bad == 0);
+          worst_rel = std::max(worst_rel, std::sqrt(num / den));
+        }
+  std::printf("fp4_gpu_tests: worst ||y - ref|| / ||ref|| over all matmul cases: %.3g\n", worst_rel);
+}
+
+TEST_CASE("matmul: a NaN weight block poisons exactly its column", "[gpu][quant]") {
+  std::mt19937_64 rng(fresh_seed());
+  const int64_t m = 5, n = 48, k = 256;
+  for (Format f : kFormats) {
+    std::vector<float> w = random_matrix(n, k, rng);
+    w[7 * k + 100] = NAN;  // row 7 = output column 7
+    ref::QTensor q;
+    REQUIRE(ref::quantize(w.data(), n, k, f, Layout::gemm, q));
+    std::normal_distribution<float> nd;
+    std::vector<float> x(m * k);
+    for (auto& v : x) v = nd(rng);
+    const auto xb = as_dtype(x, VSTACK_DTYPE_BF16);
+    DevBuf dx(xb.size()), dy(m * n * 2);
+    dx.upload(xb);
+    DevQ dq(f, Layout::gemm, n, k);
+    dq.upload(q);
+    for (int poison : {0x00, 0xFF}) {  // zero poison: column 7 was written NaN; NaN poison: the rest were written
+      dy.poison(poison);
+      VS_OK(vstack_fp4_matmul(dx.p, VSTACK_DTYPE_BF16, m, &dq.t, nullptr, dy.p, nullptr));
+      const auto got = dy.download<uint16_t>();
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) CHECK(std::isnan(ref::bf16_to_f32(got[i * n + j])) == (j == 7));
+    }
+  }
+}
+
+TEST_CASE("unsupported shapes, dtypes and misaligned pointers return a status", "[gpu][quant]") {
+  DevQ w(Format::nvfp4, Layout::gemm, 64, 128);
+  DevBuf x(16 * 128 * 2 + 64), y(16 * 64 * 2 + 64);
+  CHECK(vstack_fp4_matmul(x.p, VSTACK_DTYPE_F32, 4, &w.t, nullptr, y.p, nullptr) == VSTACK_ERR_UNSUPPORTED_DTYPE);
+  CHECK(vstack_fp4_matmul(static_cast<char*>(x.p) + 2, VSTACK_DTYPE_BF16, 4, &w.t, nullptr, y.p, nullptr) ==
+        VSTACK_ERR_MISALIGNED);
+  CHECK(vstack_fp4_matmul(x.p, VSTACK_DTYPE_BF16, 4, &w.t, nullptr, static_cast<char*>(y.p) + 1, nullptr) ==
+        VSTACK_ERR_MISALIGNED);
+  CHECK(vstack_fp4_matmul(x.p, VSTACK_DTYPE_BF16, 4, nullptr, nullptr, y.p, nullptr) == VSTACK_ERR_INVALID_ARGUMENT);
+  CHECK(vstack_fp4_matmul(nullptr, VSTACK_DTYPE_BF16, 4, &w.t, nullptr, y.p, nullptr) == VSTACK_ERR_INVALID_ARGUMENT);
+  vstack_fp4_tensor_t bad = w.t;
+  bad.cols = 96;
+  CHECK(vstack_fp4_matmul(x.p, VSTACK_DTYPE_BF16, 4, &bad, nullptr, y.p, nullptr) == VSTACK_ERR_UNSUPPORTED_SHAPE);
+  bad = w.t;
+  bad.layout = VSTACK_FP4_LAYOUT_LINEAR;
+  CHECK(vstack_fp4_matmul(x.p, VSTACK_DTYPE_BF16, 4, &bad, nullptr, y.p, nullptr) == VSTACK_ERR_INVALID_ARGUMENT);
+  bad = w.t;
+  bad.format = 9;
+  CHECK(vstack_fp4_matmul(x.p, VSTACK_DTYPE_BF16, 4, &bad, nullptr, y.p, nullptr) == VSTACK_ERR_INVALID_ARGUMENT);
+  bad = w.t;
+  bad.codes = static_cast<char*>(bad.codes) + 8;
+  CHECK(vstack_fp4_matmul(x.p, VSTACK_DTYPE_BF16, 4, &bad, nullptr, y.p, nullptr) == VSTACK_ERR_MISALIGNED);
+  bad = w.t;
+  bad.scale2 = nullptr;
+  CHECK(vstack_fp4_matmul(x.p, VSTACK_DTYPE_BF16, 4, &bad, nullptr, y.p, nullptr) == VSTACK_ERR_INVALID_ARGUMENT);
+  CHECK(std::strlen(vstack_last_error()) > 0);
+  CHECK(vstack_fp4_matmul(x.p, VSTACK_DTYPE_BF16, -1, &w.t, nullptr, y.p, nullptr) == VSTACK_ERR_INVALID_ARGUMENT);
+  // quantize: rows*cols not a multiple of 64 on the GPU, and a bad dtype
+  DevQ l(Format::nvfp4, Layout::linear, 1, 48);
+  CHECK(vstack_fp4_quantize(x.p, VSTACK_DTYPE_F32, &l.t, nullptr) == VSTACK_ERR_UNSUPPORTED_SHAPE);
+  CHECK(vstack_fp4_quantize(x.p, static_cast<vstack_dtype_t>(7), &w.t, nullptr) == VSTACK_ERR_UNSUPPORTED_DTYPE);
+  CHECK(vstack_fp4_dequantize(&w.t, static_cast<char*>(y.p) + 4, VSTACK_DTYPE_F32, nullptr) == VSTACK_ERR_MISALIGNED);
+  size_t cb = 0;
+  CHECK(vstack_fp4_sizes(VSTACK_FP4_MXFP4, VSTACK_FP4_LAYOUT_GEMM, 4, 100, &cb, nullptr, nullptr) ==
+        VSTACK_ERR_UNSUPPORTED_SHAPE);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+}

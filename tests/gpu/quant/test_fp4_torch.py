@@ -1,0 +1,85 @@
+"""vstack.fp4 / vstack.nn on a GPU: ops vs torch on decoded weights, torch.compile tracing, error paths.
+Run by tests/gpu/quant/run.sh (needs torch with CUDA and libvstack_kernels.so)."""
+
+import sys
+
+import torch
+
+import vstack.fp4 as fp4
+import vstack.nn as vnn
+
+FAILS = []
+
+
+def expect(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+
+
+def raises(exc, fn, what):
+    try:
+        fn()
+    except exc as e:
+        expect(True, f"{what} -> {exc.__name__}: {str(e)[:90]}")
+        return
+    except Exception as e:  # wrong exception type
+        expect(False, f"{what} raised {type(e).__name__}: {e}")
+        return
+    expect(False, f"{what} did not raise")
+
+
+def main():
+    torch.manual_seed(torch.seed())  # fresh inputs every run
+    dev = "cuda"
+    targets = {"nvfp4": 0.00904, "mxfp4": 0.01315, "nf4": 0.00843}
+    w = torch.randn(4096, 4096, device=dev)
+    for fmt, want in targets.items():
+        q = fp4.quantize(w, fmt)
+        d = fp4.dequantize(q, torch.float32)
+        mse = ((d - w) ** 2).sum().item() / (w ** 2).sum().item()
+        expect(abs(mse / want - 1) < 0.02, f"{fmt}: relative MSE on N(0,1) {mse:.5f} vs {want}")
+        lin = fp4.quantize(w, fmt, layout="linear")
+        expect(torch.equal(fp4.dequantize(lin, torch.float32), d), f"{fmt}: linear and GEMM layouts decode alike")
+
+    for fmt in ["nvfp4", "mxfp4", "nf4", "nf4_dq"]:
+        for dt in (torch.bfloat16, torch.float16):
+            for shape in [(1, 512), (3, 7, 512), (300, 512)]:
+                x = torch.randn(*shape, device=dev, dtype=dt)
+                wt = torch.randn(200, 512, device=dev, dtype=dt) * 0.05
+                b = torch.randn(200, device=dev, dtype=dt)
+                q = fp4.quantize(wt, fmt)
+                y = fp4.matmul(x, q, b)
+                ref = x.double() @ fp4.dequantize(q, torch.float32).double().t() + b.double()
+                rel = ((y.double() - ref).norm() / ref.norm()).item()
+                bound = 4e-3 if dt == torch.bfloat16 else 1e-3
+                expect(y.shape == (*shape[:-1], 200) and rel < bound,
+                       f"matmul {fmt} {dt} x{tuple(shape)}: rel err {rel:.2e} < {bound}")
+
+    lin = torch.nn.Linear(512, 384, device=dev, dtype=torch.bfloat16)
+    m = vnn.FP4Linear.from_linear(lin, "nvfp4")
+    x = torch.randn(2, 5, 512, device=dev, dtype=torch.bfloat16)
+    eager = m(x)
+    compiled = torch.compile(lambda t: torch.relu(m(t)) * 2, fullgraph=True)(x)
+    expect(torch.equal(compiled, torch.relu(eager) * 2), "torch.compile(fullgraph=True) traces FP4Linear")
+    qc = torch.compile(lambda t: fp4.dequantize(fp4.quantize(t, "mxfp4"), torch.bfloat16), fullgraph=True)(lin.weight)
+    expect(torch.equal(qc, fp4.dequantize(fp4.quantize(lin.weight, "mxfp4"), torch.bfloat16)),
+           "torch.compile(fullgraph=True) traces quantize + dequantize")
+    rel = ((eager.float() - lin(x).float()).norm() / lin(x).float().norm()).item()
+    expect(rel < 0.15, f"FP4Linear vs nn.Linear: rel err {rel:.3f} (quantisation error)")
+
+    raises(ValueError, lambda: fp4.quantize(torch.randn(64, 64), "nvfp4"), "quantize a CPU tensor")
+    raises(ValueError, lambda: fp4.quantize(w, "fp5"), "unknown format")
+    raises(ValueError, lambda: fp4.quantize(torch.randn(64, 96, device=dev), "nf4", layout="gemm"), "GEMM layout, K=96")
+    q = fp4.quantize(torch.randn(128, 256, device=dev, dtype=torch.bfloat16), "nvfp4")
+    raises(TypeError, lambda: fp4.matmul(torch.randn(4, 256, device=dev), q), "matmul with float32 x")
+    raises(ValueError, lambda: fp4.matmul(torch.randn(4, 192, device=dev, dtype=torch.bfloat16), q), "matmul, wrong K")
+    raises(ValueError, lambda: fp4.matmul(torch.randn(4, 256, device=dev, dtype=torch.bfloat16), q,
+                                          torch.randn(7, device=dev, dtype=torch.bfloat16)), "matmul, wrong bias")
+    raises(ValueError, lambda: vnn.FP4Linear(100, 10), "FP4Linear with in_features=100")
+    print(f"test_fp4_torch: {len(FAILS)} failed", flush=True)
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

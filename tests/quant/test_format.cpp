@@ -1,0 +1,292 @@
+// Reference FP4 formats: code tables, rounding, block encoders, error figures, edge cases.
+#include <catch2/catch.hpp>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "quant/format.hpp"
+#include "quant/ref.hpp"
+
+using namespace vstack::quant;
+
+namespace {
+
+const Format kAll[] = {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq};
+
+double rel_mse(Format f, const std::vector<float>& x, int64_t rows) {
+  ref::QTensor q;
+  REQUIRE(ref::quantize(x.data(), rows, static_cast<int64_t>(x.size()) / rows, f, Layout::linear, q));
+  std::vector<float> y(x.size());
+  ref::dequantize(q, y.data());
+  double e = 0, s = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double d = static_cast<double>(x[i]) - y[i];
+    e += d * d;
+    s += static_cast<double>(x[i]) * x[i];
+  }
+  return e / s;
+}
+
+std::vector<float> roundtrip(Format f, const std::vector<float>& x) {
+  ref::QTensor q;
+  REQUIRE(ref::quantize(x.data(), 1, static_cast<int64_t>(x.size()), f, Layout::linear, q));
+  std::vector<float> y(x.size());
+  ref::dequantize(q, y.data());
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("E2M1 code table and round to nearest even", "[quant][format]") {
+  const float mags[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+  for (uint32_t c = 0; c < 16; ++c) {
+    const float want = (c & 8) ? -mags[c & 7] : mags[c & 7];
+    CHECK(e2m1_value(c) == want);
+    CHECK(std::signbit(e2m1_value(c)) == ((c & 8) != 0));
+    if (c != 8) CHECK(e2m1_encode(want) == c);  // -0 encodes +0
+  }
+  CHECK(e2m1_encode(-0.0f) == 0u);
+  // ties go to the even code
+  CHECK(e2m1_encode(0.25f) == 0u);
+  CHECK(e2m1_encode(0.75f) == 2u);
+  CHECK(e2m1_encode(1.25f) == 2u);
+  CHECK(e2m1_encode(1.75f) == 4u);
+  CHECK(e2m1_encode(2.5f) == 4u);
+  CHECK(e2m1_encode(3.5f) == 6u);
+  CHECK(e2m1_encode(5.0f) == 6u);
+  CHECK(e2m1_encode(-5.0f) == 14u);
+  CHECK(e2m1_encode(std::nextafter(0.25f, 1.0f)) == 1u);
+  CHECK(e2m1_encode(std::nextafter(5.0f, 9.0f)) == 7u);
+  // saturation, and tiny negatives become +0
+  CHECK(e2m1_encode(1e30f) == 7u);
+  CHECK(e2m1_encode(-1e30f) == 15u);
+  CHECK(e2m1_encode(INFINITY) == 7u);
+  CHECK(e2m1_encode(-0.1f) == 0u);
+}
+
+TEST_CASE("E4M3 decode/encode over every code", "[quant][format]") {
+  CHECK(e4m3_value(0x00) == 0.0f);
+  CHECK(e4m3_value(0x01) == std::ldexp(1.0f, -9));
+  CHECK(e4m3_value(0x07) == 7 * std::ldexp(1.0f, -9));
+  CHECK(e4m3_value(0x08) == std::ldexp(1.0f, -6));
+  CHECK(e4m3_value(0x38) == 1.0f);
+  CHECK(e4m3_value(0x7E) == 448.0f);
+  CHECK(e4m3_value(0xFE) == -448.0f);
+  CHECK(std::isnan(e4m3_value(0x7F)));
+  CHECK(std::isnan(e4m3_value(0xFF)));
+  for (uint32_t c = 0; c <= 0x7E; ++c) {
+    INFO("code " << c);
+    CHECK(e4m3_encode_pos(e4m3_value(c)) == c);
+    if (c < 0x7E) {  // the midpoint to the next code rounds to the even one of the two
+      const float mid = (e4m3_value(c) + e4m3_value(c + 1)) * 0.5f;
+      CHECK(e4m3_encode_pos(mid) == ((c & 1) ? c + 1 : c));
+      CHECK(e4m3_encode_pos(std::nextafter(mid, 0.0f)) == c);
+      CHECK(e4m3_encode_pos(std::nextafter(mid, 1e9f)) == c + 1);
+    }
+  }
+  CHECK(e4m3_encode_pos(464.0f) == 0x7Eu);  // saturates, never NaN
+  CHECK(e4m3_encode_pos(1e38f) == 0x7Eu);
+  CHECK(e4m3_encode_pos(INFINITY) == 0x7Eu);
+  CHECK(e4m3_encode_pos(std::ldexp(1.0f, -11)) == 0u);  // below half the smallest subnormal
+  CHECK(e4m3_encode_pos(1e-30f) == 0u);
+}
+
+TEST_CASE("E8M0 scale codes", "[quant][format]") {
+  CHECK(e8m0_value(127) == 1.0f);
+  CHECK(e8m0_value(128) == 2.0f);
+  CHECK(e8m0_value(1) == std::ldexp(1.0f, -126));
+  CHECK(e8m0_value(0) == std::ldexp(1.0f, -127));
+  CHECK(e8m0_value(254) == std::ldexp(1.0f, 127));
+  CHECK(std::isnan(e8m0_value(255)));
+  CHECK(floor_log2(1.0f) == 0);
+  CHECK(floor_log2(6.0f) == 2);
+  CHECK(floor_log2(0.75f) == -1);
+  CHECK(floor_log2(std::ldexp(1.0f, -149)) == -149);
+  CHECK(floor_log2(std::ldexp(3.0f, -140)) == -139);
+  CHECK(floor_log2(FLT_MAX) == 127);
+}
+
+TEST_CASE("NF4 table and nearest-value encoding", "[quant][format]") {
+  // bitsandbytes' NF4 values
+  const double bnb[16] = {-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+                          -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+                          0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+                          0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0};
+  for (uint32_t c = 0; c < 16; ++c) {
+    CHECK(nf4_value(c) == static_cast<float>(bnb[c]));
+    CHECK(nf4_encode(nf4_value(c)) == c);
+    if (c < 15) {
+      const float mid = (nf4_value(c) + nf4_value(c + 1)) * 0.5f;
+      CHECK(nf4_encode(mid) == c);  // exactly on the midpoint: the lower index
+      CHECK(nf4_encode(std::nextafter(mid, 2.0f)) == c + 1);
+    }
+  }
+  CHECK(nf4_encode(-3.0f) == 0u);
+  CHECK(nf4_encode(3.0f) == 15u);
+}
+
+TEST_CASE("block encoders: known bit patterns", "[quant][format]") {
+  SECTION("MXFP4: amax 6 -> scale 2^0, exact codes") {
+    float x[32];
+    uint8_t c[32];
+    for (int i = 0; i < 32; ++i) x[i] = e2m1_value(i % 16);
+    x[5] = 6.0f;
+    const uint32_t sc = encode_block<Format::mxfp4, 32>(x, 1.0f, c);
+    CHECK(sc == 127u);
+    for (int i = 0; i < 32; ++i) CHECK(c[i] == (i == 5 ? 7u : (i % 16 == 8 ? 0u : static_cast<uint32_t>(i % 16))));
+  }
+  SECTION("MXFP4: scale exponent is floor(log2(amax)) - 2") {
+    float x[32] = {};
+    uint8_t c[32];
+    x[0] = 100.0f;  // log2 = 6.64 -> 2^4; 100 / 16 = 6.25 -> saturates to 6
+    x[1] = -3.0f;   // -3 / 16 = -0.1875 -> +0
+    x[2] = 24.0f;   // 1.5 -> code 3
+    CHECK(encode_block<Format::mxfp4, 32>(x, 1.0f, c) == 127u + 4);
+    CHECK(c[0] == 7u);
+    CHECK(c[1] == 0u);
+    CHECK(c[2] == 3u);
+  }
+  SECTION("NVFP4: block scale = E4M3(amax / (6 g))") {
+    float x[16];
+    uint8_t c[16];
+    for (int i = 0; i < 16; ++i) x[i] = -static_cast<float>(i) * 0.25f;  // amax 3.75
+    const float g = 0.5f;
+    const uint32_t sc = encode_block<Format::nvfp4, 16>(x, g, c);
+    CHECK(sc == e4m3_encode_pos(3.75f / 3.0f));  // 1.25 -> 0x3A
+    CHECK(sc == 0x3Au);
+    const float s = e4m3_value(sc) * g;  // 0.625
+    for (int i = 0; i < 16; ++i) CHECK(c[i] == e2m1_encode(x[i] / s));
+    CHECK(c[15] == (8u | 7u));  // -3.75 / 0.625 = -6: code 0b1111
+  }
+  SECTION("NF4: absmax scale, codes of x / absmax") {
+    float x[64];
+    uint8_t c[64];
+    for (int i = 0; i < 64; ++i) x[i] = nf4_value(i % 16) * 2.0f;
+    const uint32_t sc = encode_block<Format::nf4, 64>(x, 1.0f, c);
+    float s;
+    std::memcpy(&s, &sc, 4);
+    CHECK(s == 2.0f);
+    for (int i = 0; i < 64; ++i) CHECK(c[i] == static_cast<uint32_t>(i % 16));
+  }
+}
+
+TEST_CASE("relative MSE on N(0,1) data reproduces the published figures within 2%", "[quant][format]") {
+  std::mt19937_64 rng(20261122);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(int64_t{1} << 22);
+  for (auto& v : x) v = nd(rng);
+  const double nv = rel_mse(Format::nvfp4, x, 1024);
+  const double mx = rel_mse(Format::mxfp4, x, 1024);
+  const double nf = rel_mse(Format::nf4, x, 1024);
+  const double dq = rel_mse(Format::nf4_dq, x, 1024);
+  INFO("nvfp4 " << nv << " mxfp4 " << mx << " nf4 " << nf << " nf4_dq " << dq);
+  CHECK(std::abs(nv / 0.00904 - 1) < 0.02);
+  CHECK(std::abs(mx / 0.01315 - 1) < 0.02);
+  CHECK(std::abs(nf / 0.00843 - 1) < 0.02);
+  CHECK(dq < nf * 1.05);  // double quantisation costs little
+  CHECK(dq >= nf * 0.99);
+}
+
+TEST_CASE("zeros", "[quant][edge]") {
+  std::vector<float> x(256, 0.0f);
+  x[3] = -0.0f;
+  for (Format f : kAll) {
+    ref::QTensor q;
+    REQUIRE(ref::quantize(x.data(), 4, 64, f, Layout::linear, q));
+    const uint8_t zc = static_cast<uint8_t>(zero_code(f) | (zero_code(f) << 4));
+    for (uint8_t b : q.codes) CHECK(b == zc);
+    for (uint8_t b : q.scales) CHECK(b == 0);
+    for (float s2 : q.scale2) CHECK(s2 == 1.0f);
+    std::vector<float> y(x.size(), 1.0f);
+    ref::dequantize(q, y.data());
+    for (float v : y) CHECK(v == 0.0f);
+  }
+}
+
+TEST_CASE("denormal inputs decode finite and close", "[quant][edge]") {
+  // fp32 subnormals up to 2^-127, the smallest E8M0 scale: every format keeps them to half the block's amax.
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[i] = std::ldexp(static_cast<float>(i + 1), -133);
+  for (Format f : kAll) {
+    INFO("format " << static_cast<int>(f));
+    const auto y = roundtrip(f, x);
+    for (int i = 0; i < 64; ++i) {
+      CHECK(std::isfinite(y[i]));
+      CHECK(std::abs(y[i] - x[i]) <= 0.5f * x[63]);
+    }
+    CHECK(y[63] > 0.0f);
+  }
+  // MXFP4 keeps subnormals on its grid exactly (scale 2^-127, elements 0.5, 1, 1.5)
+  std::vector<float> z(32, 0.0f);
+  z[0] = std::ldexp(1.0f, -128);
+  z[1] = std::ldexp(1.0f, -127);
+  z[2] = std::ldexp(1.5f, -127);
+  const auto yz = roundtrip(Format::mxfp4, z);
+  for (int i = 0; i < 32; ++i) CHECK(yz[i] == z[i]);
+  // below the E8M0 range values flush to zero (the format's limit, not an error)
+  std::vector<float> t(32, std::ldexp(1.0f, -140));
+  for (float v : roundtrip(Format::mxfp4, t)) CHECK(v == 0.0f);
+}
+
+TEST_CASE("+-max: saturating and finite", "[quant][edge]") {
+  std::vector<float> x(64, 1.0f);
+  x[0] = FLT_MAX;
+  x[17] = -FLT_MAX;
+  for (Format f : kAll) {
+    INFO("format " << static_cast<int>(f));
+    const auto y = roundtrip(f, x);
+    for (float v : y) CHECK(std::isfinite(v));
+    CHECK(y[0] > 0.0f);
+    CHECK(y[17] < 0.0f);
+  }
+  // NVFP4 and NF4 keep the tensor amax exactly representable in magnitude order
+  CHECK(roundtrip(Format::nf4, x)[0] == FLT_MAX);
+  CHECK(std::abs(roundtrip(Format::nvfp4, x)[0] / FLT_MAX - 1.0f) < 1e-6f);
+  // MXFP4: 2^125 scale, 1.99 * 2^127 / 2^125 = 7.99 saturates to 6
+  CHECK(roundtrip(Format::mxfp4, x)[0] == std::ldexp(1.5f, 127));
+}
+
+TEST_CASE("NaN/Inf policy: the block's scale becomes NaN, other blocks unaffected", "[quant][edge]") {
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    for (Format f : kAll) {
+      INFO("format " << static_cast<int>(f) << " value " << bad);
+      const int B = block_size(f);
+      std::vector<float> x(256);
+      for (int i = 0; i < 256; ++i) x[i] = std::sin(0.37f * i) * 3.0f;
+      const auto clean = roundtrip(f, x);
+      x[B + 1] = bad;  // second block
+      ref::QTensor q;
+      REQUIRE(ref::quantize(x.data(), 1, 256, f, Layout::linear, q));
+      std::vector<float> y(256);
+      ref::dequantize(q, y.data());
+      for (int i = 0; i < 256; ++i) {
+        if (i >= B && i < 2 * B) {
+          CHECK(std::isnan(y[i]));
+        } else if (f != Format::nf4_dq) {  // NF4_DQ: other blocks share the group scale
+          CHECK(y[i] == clean[i]);
+        } else {
+          CHECK(std::isfinite(y[i]));
+        }
+      }
+    }
+  }
+  // NVFP4's per-tensor scale ignores non-finite values
+  std::vector<float> x(64, 1.0f);
+  x[3] = INFINITY;
+  ref::QTensor q;
+  REQUIRE(ref::quantize(x.data(), 1, 64, Format::nvfp4, Layout::linear, q));
+  CHECK(q.scale2[0] == 1.0f / kNvfp4GlobalDiv);
+}
+
+TEST_CASE("bf16/f16 conversions round to nearest even", "[quant][format]") {
+  CHECK(ref::f32_to_bf16(1.0f) == 0x3F80);
+  CHECK(ref::f32_to_bf16(ref::bf16_to_f32(0x3F80) + std::ldexp(1.0f, -8)) == 0x3F80);  // tie -> even
+  CHECK(ref::f32_to_bf16(ref::bf16_to_f32(0x3F81) + std::ldexp(1.0f, -8)) == 0x3F82);
+  CHECK(std::isnan(ref::bf16_to_f32(ref::f32_to_bf16(NAN))));
+  CHECK(ref::f32_to_f16(1.0f) == 0x3C00);
+  CHECK(ref::f32_to_f16(65520.0f) == 0x7C00);  // overflows to inf
+  CHECK(ref::f16_to_f32(0x0001) == std::ldexp(1.0f, -24));
+}
