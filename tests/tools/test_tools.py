@@ -199,10 +199,18 @@ def test_stat(a, tmp):
         # --watch until the job exits; then the final dump (evictions = 4242).
         w = subprocess.Popen([a.stat, str(t.pid), "--watch", "0.2"], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        seen, early = 0, []
+        deadline = time.monotonic() + 30
+        while seen < 3 and time.monotonic() < deadline:  # three refreshes while the job runs
+            line = w.stdout.readline()
+            if not line:
+                break
+            early.append(line)
+            seen += line.startswith("vstack stats: pid")
         rc = t.finish()
         out, err = w.communicate(timeout=20)
-        check(rc == 0 and w.returncode == 0 and out.count("vstack stats: pid") >= 3
+        out = "".join(early) + out
+        check(rc == 0 and w.returncode == 0 and out.count("vstack stats: pid") >= 4
               and f"process {t.pid} exited; its last stats dump" in out and "4242" in out.split("exited")[-1],
               "vstack-stat --watch refreshes until exit, then shows the final dump",
               f"rc={w.returncode}\nstdout:\n{out}\nstderr: {err}")
