@@ -106,7 +106,9 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }
 
 // Duplicate keys: nlohmann keeps the last one silently; we want an error. The
-// parser callback sees every key; a stack of frames rebuilds the JSON path.
+// parser callback sees every key; a stack of frames rebuilds the JSON path
+// (only when there is an error to report: each frame holds its own segment, so
+// deep nesting stays linear).
 class DuplicateKeyFinder {
  public:
   explicit DuplicateKeyFinder(std::vector<std::string>* errors) : errors_(errors) {}
@@ -115,15 +117,19 @@ class DuplicateKeyFinder {
     switch (event) {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start: {
-        std::string path = frames_.empty() ? "$" : element_path();
-        frames_.push_back({event == json::parse_event_t::object_start, std::move(path), {}, {}, 0});
+        std::string segment;
+        if (!frames_.empty()) {
+          const Frame& parent = frames_.back();
+          segment = parent.is_object ? child("", parent.key) : child("", parent.count);
+        }
+        frames_.push_back({event == json::parse_event_t::object_start, std::move(segment), {}, {}, 0});
         break;
       }
       case json::parse_event_t::key: {
         Frame& f = frames_.back();
         f.key = parsed.get<std::string>();
         if (!f.keys.insert(f.key).second)
-          errors_->push_back(child(f.path, f.key) + ": duplicate key (each key may appear once)");
+          errors_->push_back(child(path(), f.key) + ": duplicate key (each key may appear once)");
         break;
       }
       case json::parse_event_t::object_end:
@@ -141,14 +147,15 @@ class DuplicateKeyFinder {
  private:
   struct Frame {
     bool is_object;
-    std::string path;
+    std::string segment;  // ".key" or "[i]": where this container sits in its parent
     std::set<std::string> keys;
     std::string key;  // objects: the key whose value comes next
     size_t count;     // arrays: elements completed so far
   };
-  std::string element_path() const {
-    const Frame& f = frames_.back();
-    return f.is_object ? child(f.path, f.key) : child(f.path, f.count);
+  std::string path() const {
+    std::string p = "$";
+    for (const Frame& f : frames_) p += f.segment;
+    return p;
   }
   std::vector<Frame> frames_;
   std::vector<std::string>* errors_;
