@@ -93,7 +93,7 @@ Pool::~Pool() {
 
 // --- allocation ---------------------------------------------------------------
 
-Result<prim::DevPtr> Pool::allocate(uint64_t bytes, RuleAction action) {
+Result<prim::DevPtr> Pool::allocate(uint64_t bytes, Placement where) {
   if (bytes == 0) return Status(Code::invalid_value, "zero-byte allocation");
   std::unique_lock g(mu_);
   reap_timings();
@@ -112,8 +112,8 @@ Result<prim::DevPtr> Pool::allocate(uint64_t bytes, RuleAction action) {
   auto a = std::make_unique<Allocation>();
   a->size = bytes;
   a->reserved = reserved;
-  a->pinned = action == RuleAction::pin_gpu;
-  a->opaque = action == RuleAction::opaque;
+  a->pinned = where.pinned;
+  a->opaque = where.opaque;
   VSTACK_TRY(vmm_.reserve(reserved, granule_, &a->va));
   a->npages = static_cast<uint32_t>((reserved + opts_.page_bytes - 1) / opts_.page_bytes);
   a->pages.reset(new Page[a->npages]);

@@ -96,6 +96,12 @@ class RefSet {
   std::vector<Ref> refs_;
 };
 
+// Where an allocation may live (from the config rule that matched it).
+struct Placement {
+  bool pinned = false;  // RuleAction::pin_gpu: backed on the gpu at once, never evicted
+  bool opaque = false;  // RuleAction::opaque: backed at once, moved only when the device is idle
+};
+
 struct PoolOptions {
   uint64_t page_bytes = 32 * kMiB;
   bool overcommit = false;
@@ -111,7 +117,7 @@ class Pool {
 
   // --- allocation -------------------------------------------------------
   // LOCKING: takes mu_ exclusive.
-  Result<prim::DevPtr> allocate(uint64_t bytes, RuleAction action = RuleAction::passthrough);
+  Result<prim::DevPtr> allocate(uint64_t bytes, Placement where = Placement{});
   // Frees after every launch that used it completed. not_found if p is not an allocation base.
   Status free(prim::DevPtr p);
   // Frees once the work enqueued on `stream` so far has completed.

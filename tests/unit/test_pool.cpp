@@ -116,7 +116,7 @@ TEST_CASE("a page is not moved while a launch that used it may still run", "[poo
 
 TEST_CASE("pinned allocations never leave the gpu tier", "[pool]") {
   PoolFixture f(12 * MiB, 64 * MiB, 4 * MiB);
-  auto pin = f.pool->allocate(4 * MiB, RuleAction::pin_gpu);
+  auto pin = f.pool->allocate(4 * MiB, pool::Placement{true, false});
   REQUIRE(pin.is_ok());
   CHECK(f.tier_pages(0) == 1);  // backed at once
   f.fill(pin.value(), 4 * MiB, 7);
@@ -134,7 +134,7 @@ TEST_CASE("pinned allocations never leave the gpu tier", "[pool]") {
   pool::Pool::Range r{};
   CHECK(f.pool->find(pin.value() + 100, &r));
   CHECK(r.base == pin.value());
-  auto too_big = f.pool->allocate(16 * MiB, RuleAction::pin_gpu);
+  auto too_big = f.pool->allocate(16 * MiB, pool::Placement{true, false});
   CHECK_FALSE(too_big.is_ok());
   CHECK(f.pool->validate());
 }
