@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -574,8 +576,9 @@ Result<Config> parse_config(std::string_view json_text, std::string_view source)
                            });
     if (!dup_errors.empty()) return config_error(source, dup_errors);
     return parse_document(doc, source);
-  } catch (const json::parse_error& e) {
-    // e.what() = "[json.exception.parse_error.101] parse error at line 3, column 7: ..."
+  } catch (const json::exception& e) {
+    // e.what() = "[json.exception.parse_error.101] parse error at line 3, column 7: ...",
+    // or "[json.exception.out_of_range.406] number overflow parsing '1e400'".
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos && what.rfind("[json.exception", 0) == 0)
       what = what.substr(pos + 2);

@@ -179,6 +179,7 @@ TEST_CASE("every validation error names the path, the expectation and what was f
       {"{\n  \"page_mb\": 32,\n  \"tiers\": }\n", "t.json: invalid JSON: parse error at line 3, column 12"},
       {"", "t.json: invalid JSON: parse error at line 1, column 1"},
       {R"({"page_mb": 32} trailing)", "invalid JSON: parse error at line 1"},
+      {R"({"tiers": [{"kind": "gpu", "capacity_gb": 1e400}]})", "t.json: invalid JSON: number overflow parsing '1e400'"},
       // top level
       {"[]", "t.json: $: expected an object, found an array"},
       {R"({"tier": []})", R"($.tier: unknown key; expected one of: page_mb, gpu_reserve_gb, host_share, tiers, policy, rules, stats, log (did you mean "tiers"?))"},
