@@ -1,7 +1,7 @@
 // The vstack configuration: one struct, read once, validated in one place.
 // The shim, vstack-run and vstack-plan all go through load_config()/parse_config();
 // every error names the JSON path, what was expected and what was found,
-// e.g.  "$.tiers[1].capacity_gb: expected a number > 0, found \"lots\"".
+// e.g.  "tiers.json: $.tiers[1].capacity_gb: expected a number > 0 or \"auto\", found \"lots\"".
 // The schema is documented in configs/SCHEMA.md.
 #pragma once
 
