@@ -122,7 +122,7 @@ TEST_CASE("captured work becomes a graph and runs only when launched", "[graphs]
   REQUIRE(read32(e) == 12);
 
   // New kernel parameters for later launches only.
-  Gate gate;
+  Gate& gate = new_gate();
   CU_OK(cuLaunchHostFunc(s, Gate::wait_fn, &gate));
   CU_OK(cuGraphLaunch(x, s));  // queued with v = 7
   uint32_t v2 = 100;

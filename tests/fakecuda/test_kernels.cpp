@@ -136,7 +136,7 @@ TEST_CASE("kernelParams are copied at launch time", "[kernels]") {
 
   CUstream s = nullptr;
   CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  Gate gate;
+  Gate& gate = new_gate();
   CU_OK(cuLaunchHostFunc(s, Gate::wait_fn, &gate));
   int pn = n;
   float pa = 2.5f;
@@ -182,7 +182,7 @@ TEST_CASE("the extra buffer is copied whole at launch time", "[kernels]") {
                    CU_LAUNCH_PARAM_END};
   CUstream s = nullptr;
   CU_OK(cuStreamCreate(&s, 0));
-  Gate gate;
+  Gate& gate = new_gate();
   CU_OK(cuLaunchHostFunc(s, Gate::wait_fn, &gate));
   CU_OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, nullptr, extra));
   std::memset(buf, 0, sizeof buf);  // after the launch call: must not matter

@@ -237,7 +237,7 @@ TEST_CASE("stream-ordered allocations and pools", "[memory]") {
   const size_t f0 = free_bytes();
   CUstream s = nullptr;
   CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  Gate gate;
+  Gate& gate = new_gate();
   CU_OK(cuLaunchHostFunc(s, Gate::wait_fn, &gate));
   CUdeviceptr p = 0;
   CU_OK(cuMemAllocAsync(&p, 1 * kMiB, s));

@@ -2,6 +2,7 @@
 // stream, per-thread streams, callbacks, many threads at once.
 // Cases tagged [delay] run again with FAKECUDA_DELAY_US=3000 (meson.build),
 // which sleeps before every op and so widens every race window.
+#define CATCH_CONFIG_EXTERNAL_INTERFACES  // for the listener below
 #include <algorithm>
 #include <mutex>
 #include <random>
@@ -45,13 +46,21 @@ struct Log {
 
 void sleep_fn(void* ms) { sleep_ms(static_cast<int>(reinterpret_cast<intptr_t>(ms))); }
 
+struct OpenGates : Catch::TestEventListenerBase {
+  using TestEventListenerBase::TestEventListenerBase;
+  void sectionEnded(Catch::SectionStats const&) override { open_all_gates(); }
+  void testCaseEnded(Catch::TestCaseStats const&) override { open_all_gates(); }
+};
+
 }  // namespace
+
+CATCH_REGISTER_LISTENER(OpenGates)
 
 TEST_CASE("a stream runs its work in order, asynchronously", "[streams][delay]") {
   use_device();
   CUstream s = nullptr;
   CU_OK(cuStreamCreate(&s, 0));
-  Gate gate;
+  Gate& gate = new_gate();
   CU_OK(cuLaunchHostFunc(s, Gate::wait_fn, &gate));
   constexpr size_t n = 4096;
   CUdeviceptr d = 0;
@@ -84,7 +93,7 @@ TEST_CASE("events: query, synchronize, cross-stream wait, elapsed time", "[strea
   CU_OK(cuEventCreate(&notiming, CU_EVENT_DISABLE_TIMING));
   CU_OK(cuEventQuery(e0));  // never recorded: complete
 
-  Gate gate;
+  Gate& gate = new_gate();
   Log log;
   CU_OK(cuEventRecord(e0, a));
   CU_OK(cuLaunchHostFunc(a, Gate::wait_fn, &gate));
@@ -112,7 +121,7 @@ TEST_CASE("events: query, synchronize, cross-stream wait, elapsed time", "[strea
   REQUIRE(cuEventElapsedTime(&ms, e0, notiming) == CUDA_ERROR_INVALID_HANDLE);
 
   // Re-recording moves the event; the earlier record stays complete.
-  Gate gate2;
+  Gate& gate2 = new_gate();
   CU_OK(cuLaunchHostFunc(a, Gate::wait_fn, &gate2));
   CU_OK(cuEventRecord(e1, a));
   REQUIRE(cuEventQuery(e1) == CUDA_ERROR_NOT_READY);
@@ -136,7 +145,7 @@ TEST_CASE("the legacy NULL stream orders with blocking streams only", "[streams]
   Log log;
 
   SECTION("an op on the NULL stream waits for earlier work on blocking streams") {
-    Gate g;
+    Gate& g = new_gate();
     CU_OK(cuLaunchHostFunc(blocking, Gate::wait_fn, &g));
     CU_OK(cuLaunchHostFunc(blocking, Log::fn, log.label("blocking")));
     CU_OK(cuLaunchHostFunc(nullptr, Log::fn, log.label("null")));
@@ -150,7 +159,7 @@ TEST_CASE("the legacy NULL stream orders with blocking streams only", "[streams]
     REQUIRE(log.snapshot() == std::vector<std::string>{"nonblocking", "blocking", "null", "legacy"});
   }
   SECTION("later work on blocking streams waits for the NULL stream") {
-    Gate g;
+    Gate& g = new_gate();
     CU_OK(cuLaunchHostFunc(nullptr, Gate::wait_fn, &g));
     CU_OK(cuLaunchHostFunc(nullptr, Log::fn, log.label("null")));
     CU_OK(cuLaunchHostFunc(blocking, Log::fn, log.label("blocking")));
@@ -169,7 +178,7 @@ TEST_CASE("the legacy NULL stream orders with blocking streams only", "[streams]
     REQUIRE(log.index("null") < log.index("per-thread"));
   }
   SECTION("synchronous copies go through the NULL stream") {
-    Gate g;
+    Gate& g = new_gate();
     CUdeviceptr d = 0;
     CU_OK(cuMemAlloc(&d, 4));
     CU_OK(cuLaunchHostFunc(blocking, Gate::wait_fn, &g));
@@ -192,7 +201,7 @@ TEST_CASE("the legacy NULL stream orders with blocking streams only", "[streams]
 
 TEST_CASE("per-thread default streams: one per thread, _ptsz maps 0 to it", "[streams][delay]") {
   use_device();
-  Gate g;
+  Gate& g = new_gate();
   Log log;
   // This thread's per-thread stream is held by the gate...
   CU_OK(cuLaunchHostFunc_ptsz(nullptr, Gate::wait_fn, &g));

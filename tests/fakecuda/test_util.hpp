@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
@@ -81,6 +82,28 @@ struct Gate {
     cv.notify_all();
   }
 };
+
+// Gates live forever (a stream may still hold one after a failed REQUIRE) and
+// are all opened at the end of every section / test case (listener in
+// test_streams.cpp), so a failing test fails instead of hanging.
+inline std::mutex& gates_mutex() {
+  static std::mutex m;
+  return m;
+}
+inline std::vector<Gate*>& gates() {
+  static std::vector<Gate*> v;
+  return v;
+}
+inline Gate& new_gate() {
+  auto* g = new Gate;
+  std::lock_guard<std::mutex> l(gates_mutex());
+  gates().push_back(g);
+  return *g;
+}
+inline void open_all_gates() {
+  std::lock_guard<std::mutex> l(gates_mutex());
+  for (Gate* g : gates()) g->open();
+}
 
 inline void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
