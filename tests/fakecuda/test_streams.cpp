@@ -208,12 +208,14 @@ TEST_CASE("per-thread default streams: one per thread, _ptsz maps 0 to it", "[st
   CU_OK(cuLaunchHostFunc(CU_STREAM_PER_THREAD, Log::fn, log.label("mine")));
   REQUIRE(cuStreamQuery_ptsz(nullptr) == CUDA_ERROR_NOT_READY);
   // ...another thread's is not.
+  void* theirs = log.label("theirs");
+  bool ok = false;
   std::thread t([&] {
-    use_device();
-    CU_OK(cuLaunchHostFunc_ptsz(nullptr, Log::fn, log.label("theirs")));
-    CU_OK(cuStreamSynchronize_ptsz(nullptr));
+    ok = try_use_device(0) && cuLaunchHostFunc_ptsz(nullptr, Log::fn, theirs) == CUDA_SUCCESS &&
+         cuStreamSynchronize_ptsz(nullptr) == CUDA_SUCCESS;
   });
   t.join();
+  REQUIRE(ok);
   REQUIRE(log.snapshot() == std::vector<std::string>{"theirs"});
   // _ptds copies use the (gated) per-thread stream too.
   uint32_t v = 1, w = 0;
@@ -307,7 +309,7 @@ TEST_CASE("many threads allocate, copy and synchronize at once", "[streams]") {
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t)
     threads.emplace_back([t, &failures] {
-      use_device(t % 2);
+      if (!try_use_device(t % 2)) ++failures;
       CUstream s = nullptr;
       if (cuStreamCreate(&s, t % 3 == 0 ? 0 : CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) ++failures;
       std::mt19937 rng(static_cast<unsigned>(t));

@@ -36,6 +36,13 @@ namespace fakecuda_test {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
+// For threads other than the test's own: Catch2 assertions are not thread-safe.
+inline bool try_use_device(int dev) {
+  CUcontext c = nullptr;
+  return cuInit(0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&c, dev) == CUDA_SUCCESS &&
+         cuCtxSetCurrent(c) == CUDA_SUCCESS;
+}
+
 // Initializes the driver and makes device `dev`'s primary context current.
 inline CUcontext use_device(int dev = 0) {
   CU_OK(cuInit(0));

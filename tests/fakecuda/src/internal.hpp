@@ -44,6 +44,14 @@
 namespace fakecuda {
 
 constexpr size_t kGranule = size_t{2} << 20;
+
+// Device arenas and VMM reservations are placed at fixed hints so pointers are
+// recognisable; ThreadSanitizer only allows its own application ranges.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kPlaceAtHints = false;
+#else
+constexpr bool kPlaceAtHints = true;
+#endif
 constexpr int kDriverVersion = 13000;
 
 using Lock = std::unique_lock<std::mutex>;

@@ -78,7 +78,8 @@ CUresult arena_init(int dev, Arena& a) {
   size_t size = round_up(config().mem_bytes * 4 + (size_t{1} << 30), kGranule);
   void* hint = reinterpret_cast<void*>(kArenaHint + kArenaStride * static_cast<uintptr_t>(dev));
   constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-  void* p = mmap(hint, size, PROT_NONE, kFlags | MAP_FIXED_NOREPLACE, -1, 0);
+  void* p = MAP_FAILED;
+  if (kPlaceAtHints) p = mmap(hint, size, PROT_NONE, kFlags | MAP_FIXED_NOREPLACE, -1, 0);
   if (p == MAP_FAILED) p = mmap(nullptr, size, PROT_NONE, kFlags, -1, 0);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   a.base = reinterpret_cast<uintptr_t>(p);

@@ -176,8 +176,8 @@ FAKECUDA_API CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t 
   void* got = MAP_FAILED;
   // The address is a hint, as on the real driver; without one we still place
   // reservations in their own region (Note [Device arena] in memory.cpp).
-  uintptr_t hint = addr != 0 ? addr : vmm().next_hint;
-  if (hint % alignment == 0) {
+  uintptr_t hint = addr != 0 ? addr : (kPlaceAtHints ? vmm().next_hint : 0);
+  if (hint != 0 && hint % alignment == 0) {
     got = mmap(reinterpret_cast<void*>(hint), size, PROT_NONE, kFlags | MAP_FIXED_NOREPLACE, -1, 0);
     if (got != MAP_FAILED && reinterpret_cast<uintptr_t>(got) != hint) {
       munmap(got, size);  // an old kernel treated it as a plain hint
