@@ -11,7 +11,7 @@ template <typename T, int D, bool Causal>
 vstack_status_t launch_fwd(const FwdParams& p, cudaStream_t stream) {
   constexpr FwdTile t = fwd_tile(D);
   auto kernel = fwd_kernel<T, D, Causal>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, t.smem_bytes);
+  cudaError_t e = set_smem_once(kernel, t.smem_bytes);
   if (e != cudaSuccess)
     return kernels::fail(VSTACK_ERR_CUDA, "attn fwd: cudaFuncSetAttribute(smem %d): %s", t.smem_bytes, cudaGetErrorString(e));
   const dim3 grid(ceil_div(int64_t(p.s.seqlen_q) * p.s.group, t.block_m), p.s.heads_kv, p.s.batch * p.num_splits);

@@ -4,10 +4,27 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "attn/params.hpp"
 #include "vstack/kernels.h"
 
 namespace vstack::attn {
+
+// Raises a kernel's dynamic shared-memory limit once per device (the call costs microseconds).
+template <typename Kernel>
+cudaError_t set_smem_once(Kernel kernel, int bytes) {
+  static std::atomic<uint64_t> done{0};
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit != 0 && (done.load(std::memory_order_relaxed) & bit)) return cudaSuccess;
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) done.fetch_or(bit, std::memory_order_relaxed);
+  return e;
+}
 
 template <typename T, int D, bool Causal>
 vstack_status_t launch_fwd(const FwdParams& p, cudaStream_t stream);

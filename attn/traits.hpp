@@ -12,24 +12,34 @@
 
 namespace vstack::attn {
 
-// Forward: each warp owns 16 query rows (one m16n8k16 row tile); the CTA walks the
-// key/value tiles of kBlockN keys. Q stays in registers when it fits (D <= 128:
-// 32 registers for Q, 64 for the O accumulator, 32 for S).
+// Forward: each warp owns m_tiles x 16 query rows; the CTA walks the key/value tiles of
+// block_n keys. Shared-memory bandwidth bounds an mma.sync attention: every warp reads the whole
+// K and V tiles through ldmatrix, so a warp with two 16-row tiles reuses each K/V fragment for
+// two MMAs and halves that traffic per FLOP (measured on H100: one tile per warp ran hd128 at
+// 226 TFLOPS). Q stays in registers where they allow it.
 struct FwdTile {
   int warps;
-  int block_m;  // = 16 * warps
+  int m_tiles;  // 16-row MMA tiles per warp
+  int block_m;  // = 16 * m_tiles * warps
   int block_n;
   bool q_in_regs;
   int smem_bytes;
 };
 
+#ifndef VSTACK_ATTN_FWD_BN128
+#define VSTACK_ATTN_FWD_BN128 64
+#endif
 VSTACK_ATTN_HD constexpr FwdTile fwd_tile(int head_dim) {
   const int warps = 4;
-  const int block_n = head_dim <= 64 ? 128 : 64;
-  const int block_m = 16 * warps;
+  // Registers per thread (fp32 accumulators): O = m_tiles * head_dim / 2, S = m_tiles * block_n / 2,
+  // Q fragments = m_tiles * head_dim / 8 when kept in registers.
+  const int m_tiles = head_dim <= 128 ? 2 : 1;
+  const int block_n = head_dim == 128 ? VSTACK_ATTN_FWD_BN128 : 64;
+  const bool q_in_regs = head_dim <= 64;
+  const int block_m = 16 * m_tiles * warps;
   // Q, K, V tiles of 2-byte elements (rows padded, see mma.cuh), one buffer each (K[j+1] is fetched while P V[j] runs).
   const int smem = (block_m + 2 * block_n) * (head_dim + 8) * 2;  // rows padded by 16 bytes
-  return FwdTile{warps, block_m, block_n, head_dim <= 128, smem};
+  return FwdTile{warps, m_tiles, block_m, block_n, q_in_regs, smem};
 }
 
 // Backward: a CTA owns block_n keys of one key/value head and loops over the packed

@@ -163,6 +163,23 @@ def _lse_desc(lse, varlen):
     return _Lse(lse.data_ptr(), lse.stride(0), lse.stride(1))
 
 
+class _NoOp:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NOOP = _NoOp()
+
+
+def _on_device(device):
+    """torch.cuda.device(device) only when it is not already current (entering it costs
+    microseconds, which show at decode sizes)."""
+    return _NOOP if device.index is None or device.index == torch.cuda.current_device() else torch.cuda.device(device)
+
+
 def _fwd_impl(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, layout, num_splits=0):
     q, k, v = _usable(q), _usable(k), _usable(v)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -175,14 +192,13 @@ def _fwd_impl(q, k, v, cu_q, cu_k, max_q, max_k, causal, scale, layout, num_spli
     a.lse = _lse_desc(lse, cu_q is not None)
     a.num_splits = num_splits
     l = _l()
-    with torch.cuda.device(q.device):
+    with _on_device(q.device):
         n = ctypes.c_size_t(0)
         check(l.vstack_attn_fwd_workspace_size(ctypes.byref(a), ctypes.byref(n)), "vstack_attn_fwd_workspace_size")
-        ws = torch.empty(max(n.value, 1), dtype=torch.uint8, device=q.device) if n.value else None
+        ws = torch.empty(n.value, dtype=torch.uint8, device=q.device) if n.value else None
         a.workspace = ws.data_ptr() if ws is not None else None
         a.workspace_bytes = n.value
-        check(l.vstack_attn_fwd(ctypes.byref(a), ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream)),
-              "vstack_attn_fwd")
+        check(l.vstack_attn_fwd(ctypes.byref(a), torch.cuda.current_stream().cuda_stream), "vstack_attn_fwd")
     return o, lse
 
 
@@ -199,14 +215,13 @@ def _bwd_impl(dout, q, k, v, o, lse, cu_q, cu_k, max_q, max_k, causal, scale, la
     lse = lse.contiguous()
     a.lse = _lse_desc(lse, cu_q is not None)
     l = _l()
-    with torch.cuda.device(q.device):
+    with _on_device(q.device):
         n = ctypes.c_size_t(0)
         check(l.vstack_attn_bwd_workspace_size(ctypes.byref(a), ctypes.byref(n)), "vstack_attn_bwd_workspace_size")
         ws = torch.empty(max(n.value, 1), dtype=torch.uint8, device=q.device)
         a.workspace = ws.data_ptr()
         a.workspace_bytes = n.value
-        check(l.vstack_attn_bwd(ctypes.byref(a), ctypes.c_void_p(torch.cuda.current_stream(q.device).cuda_stream)),
-              "vstack_attn_bwd")
+        check(l.vstack_attn_bwd(ctypes.byref(a), torch.cuda.current_stream().cuda_stream), "vstack_attn_bwd")
     return dq, dk, dv
 
 

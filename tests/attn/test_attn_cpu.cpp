@@ -21,14 +21,19 @@ TEST_CASE("forward tiles fit Hopper and cover whole MMA tiles", "[attn][traits]"
   for (int d : {64, 128, 256}) {
     const FwdTile t = fwd_tile(d);
     CAPTURE(d);
-    CHECK(t.block_m == 16 * t.warps);
+    CHECK(t.block_m == 16 * t.m_tiles * t.warps);
     CHECK(t.block_n % 16 == 0);
     CHECK(t.smem_bytes <= kHopperSmemPerBlock);
     CHECK(2 * t.smem_bytes <= 228 * 1024);  // two CTAs per SM (see fwd_kernel.cuh)
     // Q tile + K + V tiles, each row padded by 16 bytes.
     CHECK(t.smem_bytes == (t.block_m + 2 * t.block_n) * (d + 8) * 2);
+    // fp32 accumulators (O, S) and Q fragments per thread leave room for addresses and
+    // fragments within 255 registers (ptxas: no spill at <= 192 here).
+    const int regs = t.m_tiles * (d / 2 + t.block_n / 2) + (t.q_in_regs ? t.m_tiles * d / 8 : 0);
+    CHECK(regs <= 192);
   }
-  CHECK(fwd_tile(128).q_in_regs);
+  CHECK(fwd_tile(64).q_in_regs);
+  CHECK(fwd_tile(128).m_tiles == 2);  // K/V fragments reused by two row tiles
   CHECK_FALSE(fwd_tile(256).q_in_regs);
 }
 

@@ -1,8 +1,10 @@
 // The C API of attn/ (include/vstack/attn.h): validate, choose the split, dispatch to the
-// generated instantiations.
+// generated instantiations. Compiled through the generated api.cu (see generate_kernels.py).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include <atomic>
 
 #include "attn/launch.hpp"
 #include "attn/traits.hpp"
@@ -15,14 +17,21 @@ namespace {
 
 using kernels::fail;
 
-// Hopper only: the library is compiled for sm_90a alone (meson option cuda_arch).
+// Hopper only: the library is compiled for sm_90a alone (meson option sm). The answer is
+// cached per device: the queries cost microseconds that show at decode sizes.
+constexpr int kMaxDevices = 64;
+std::atomic<int> g_sms[kMaxDevices];
+
 vstack_status_t device_sms(int* sms) {
   int dev = 0, major = 0;
   cudaError_t e = cudaGetDevice(&dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  if (e != cudaSuccess) return fail(VSTACK_ERR_CUDA, "attn: cudaGetDevice: %s", cudaGetErrorString(e));
+  if (dev >= 0 && dev < kMaxDevices && (*sms = g_sms[dev].load(std::memory_order_relaxed)) > 0) return VSTACK_OK;
+  e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
   if (e != cudaSuccess) return fail(VSTACK_ERR_CUDA, "attn: device query: %s", cudaGetErrorString(e));
   if (major < 9) return fail(VSTACK_ERR_UNSUPPORTED_DEVICE, "attn: compute capability %d.x; needs 9.0 (Hopper)", major);
+  if (dev >= 0 && dev < kMaxDevices) g_sms[dev].store(*sms, std::memory_order_relaxed);
   return VSTACK_OK;
 }
 
