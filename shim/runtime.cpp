@@ -21,7 +21,6 @@ std::atomic<int> g_captures{0};
 struct State {
   Env env;
   Config cfg;
-  std::once_flag pool_once;
   std::atomic<pool::Pool*> pool{nullptr};
   std::unique_ptr<prim::Vmm> vmm;
   std::unique_ptr<pool::Pool> owned_pool;
@@ -56,7 +55,6 @@ __attribute__((constructor)) void shim_init() {
   State& s = state();
   const char* v = std::getenv("VSTACK_DISABLE");
   s.env.disable = v && v[0] == '1';
-  if (const char* l = std::getenv("VSTACK_LOG")) s.env.log_level = l;
   if (const char* r = std::getenv("VSTACK_REAL_LIBCUDA")) s.env.real_libcuda = r;
   if (s.env.disable) {
     g_mode.store(Mode::passthrough);
@@ -65,8 +63,8 @@ __attribute__((constructor)) void shim_init() {
   auto cfg = config_from_environment();
   if (!cfg) fatal("vstack: invalid configuration: " + cfg.status().message());
   s.cfg = std::move(cfg).value();
-  const std::string& level = s.env.log_level.empty() ? s.cfg.log_level : s.env.log_level;
-  if (!log::set_level(level.c_str())) log::warn("unknown log level '{}'", level);
+  // cfg.log_level already holds $VSTACK_LOG when set (config_from_environment).
+  if (!log::set_level(s.cfg.log_level.c_str())) log::warn("unknown log level '{}'", s.cfg.log_level);
   pthread_atfork(nullptr, nullptr, on_fork_child);
 }
 

@@ -19,10 +19,9 @@
 namespace vstack::shim {
 
 // What the environment says, read once (the only getenv calls of the shim,
-// besides config_from_environment()).
+// besides config_from_environment(), which reads VSTACK_CONFIG and VSTACK_LOG).
 struct Env {
   bool disable = false;            // VSTACK_DISABLE=1: pure pass-through
-  std::string log_level;           // VSTACK_LOG
   std::string real_libcuda = "libcuda.so.1";  // VSTACK_REAL_LIBCUDA (tests)
 };
 const Env& runtime_env();
