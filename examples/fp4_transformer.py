@@ -153,7 +153,8 @@ def main():
     ap.add_argument("--formats", default="nvfp4,mxfp4,nf4")
     a = ap.parse_args()
     torch.manual_seed(0)
-    base = Model(a.vocab, a.dim, a.heads, a.ffn, a.layers, a.max_seq).to("cuda", torch.bfloat16).eval()
+    with torch.device("cuda"):  # initialise on the GPU: CPU init of ~1B parameters takes long
+        base = Model(a.vocab, a.dim, a.heads, a.ffn, a.layers, a.max_seq).to(torch.bfloat16).eval()
     nparam = sum(p.numel() for p in base.parameters())
     print(f"model: {a.layers} layers, d={a.dim}, ffn={a.ffn}, vocab={a.vocab}, {nparam / 1e6:.0f}M params "
           f"on {torch.cuda.get_device_name(0)}", flush=True)

@@ -211,8 +211,8 @@ extern "C" VSTACK_API vstack_status_t vstack_fp4_dequantize(const vstack_fp4_ten
   return convert(false, y, dtype, q, stream);
 }
 
-extern "C" VSTACK_API int vstack_fp4_matmul_config(int64_t m, int64_t n, int sms) {
-  return static_cast<int>(pick_gemm_config(m, n, sms));
+extern "C" VSTACK_API int vstack_fp4_matmul_config(int64_t m, int64_t n, int64_t k, int sms) {
+  return static_cast<int>(pick_gemm_config(m, n, k, sms));
 }
 
 extern "C" VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dtype_t dtype, int64_t m,
@@ -240,7 +240,7 @@ extern "C" VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dt
   if (vstack_status_t s = device_info(cc, sms); s != VSTACK_OK) return s;
   if (cc < 80) return fail(VSTACK_ERR_UNSUPPORTED_DEVICE, "%s: needs compute capability 8.0+ (have %d.%d)", what, cc / 10, cc % 10);
   const Format f = static_cast<Format>(w->format);
-  const GemmConfigId id = pick_gemm_config(m, N, sms);
+  const GemmConfigId id = pick_gemm_config(m, N, K, sms);
   GemmLaunchFn fn = dtype == VSTACK_DTYPE_BF16 ? pick_launcher<__nv_bfloat16>(f, id) : pick_launcher<__half>(f, id);
   GemmParams p{};
   p.x = x;

@@ -11,7 +11,27 @@
 // epilogue) and MXFP4, code * block scale has at most 5 significant bits and is
 // exact in bf16 (and in f16 where in range); NF4 values are rounded once to x's
 // dtype (relative 2^-9 bf16, 2^-12 f16).
+//
+// Note [Pair decode]. The decode is the kernel's main cost at small M (measured
+// H100 2026-11-22: with 2 table loads + 2 FMUL + 1 cvt per pair of weights the
+// GEMV ran at 25-40 % of HBM bandwidth and NVFP4, whose scale decode is the most
+// instructions, was the slowest format). Where the product is exact in x's dtype
+// (NVFP4 in bf16 and f16; MXFP4 in bf16 — E8M0 scales leave f16's range) a
+// code byte indexes a 256-entry table of packed (low, high) code values and the
+// pair is scaled with one HMUL2 by the block scale from a 256-entry table: the
+// same bits as the fp32 path, in 2 instructions per pair. NF4 keeps the fp32
+// path (its table values need the single rounding the bound above assumes).
+//
+// Note [x-resident GEMV]. At M <= 16 the per-stage x tile (16 rows x BK bf16)
+// is 4x the weight bytes of the stage, so shared memory caps the pipeline at a
+// few stages and the kernel was latency-bound (measured H100 2026-11-22: 30-40 %
+// of HBM bandwidth, every format the same). For M <= 4 with pow2(M) * K * 2 <=
+// 64 KB, x is loaded once for the whole K and the 16 rows ldmatrix reads alias
+// the pow2(M) resident rows (row & (rows - 1); aliased rows are outputs that are
+// never stored); the pipeline then streams only the weight, 12 stages deep.
 #pragma once
+
+#include <type_traits>
 
 #include "quant/device.cuh"
 #include "quant/format.hpp"
@@ -35,11 +55,17 @@ using GemmLaunchFn = cudaError_t (*)(const GemmParams&, cudaStream_t);
 template <Format F, typename T>
 GemmLaunchFn gemm_launcher(GemmConfigId id);
 
+template <Format F, typename T>
+inline constexpr bool kPairDecode = F == Format::nvfp4 || (F == Format::mxfp4 && std::is_same_v<T, __nv_bfloat16>);
+
 template <class C, Format F, typename T>
 __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p) {
   using D = dev::Dt<T>;
+  constexpr bool kPair = kPairDecode<F, T>;
   extern __shared__ __align__(128) uint8_t smem[];
   float* lut = reinterpret_cast<float*>(smem + C::PIPE_BYTES);
+  uint32_t* pair_lut = reinterpret_cast<uint32_t*>(smem + C::PIPE_BYTES + 64);  // byte -> (lo, hi) values
+  uint32_t* scale_lut = pair_lut + 256;                                          // scale code -> (s, s)
   constexpr int WMN = C::WARPS_M * C::WARPS_N;
   constexpr int SB = chunk_scale_bytes(F);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -47,25 +73,37 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
   const int m0 = blockIdx.y * C::BM, n0 = blockIdx.x * C::BN;
   const int kc_total = p.k / 64;
   const int ktiles = (kc_total + C::WARPS_K - 1) / C::WARPS_K;
+  uint8_t* sX = smem + C::XOFF;                                   // XRES: x, rows x K
+  const int xrows = C::XRES ? static_cast<int>(xres_rows(p.m)) : 0;
   if (tid < 16) lut[tid] = element_value(F, tid);
+  if constexpr (kPair) {
+    for (int i = tid; i < 256; i += C::THREADS) {
+      pair_lut[i] = D::pack2(element_value(F, i & 15), element_value(F, i >> 4));
+      const float s = F == Format::nvfp4 ? e4m3_value(i) : e8m0_value(i);
+      scale_lut[i] = D::pack2(s, s);
+    }
+  }
 
   const char* xg = static_cast<const char*>(p.x);
 
   auto load = [&](int stage, int kt) {
     uint8_t* sA = smem + stage * C::STAGE_BYTES;
-    uint8_t* sW = sA + C::A_BYTES;
+    uint8_t* sW = sA + (C::XRES ? 0 : C::A_BYTES);
     uint8_t* sS = sW + C::W_BYTES;
     constexpr int ACH = C::BK / 8;  // 16-byte chunks per x row
     static_assert((C::BM * ACH) % C::THREADS == 0, "x tile split");
 #pragma unroll
-    for (int i = 0; i < C::BM * ACH / C::THREADS; ++i) {
+    for (int i = 0; i < (C::XRES ? 0 : C::BM * ACH / C::THREADS); ++i) {
       const int c = tid + i * C::THREADS;
       const int row = c / ACH, ch = c % ACH;
       const int gm = m0 + row;
       const int gk = kt * C::BK + ch * 8;
-      const bool ok = gm < p.m && gk < p.k;
-      const char* src = ok ? xg + (static_cast<int64_t>(gm) * p.k + gk) * 2 : xg;
-      dev::cp_async16(sA + row * (C::BK * 2) + ((ch ^ (row & 7)) * 16), src, ok ? 16 : 0);
+      // Rows >= M are not loaded at all: they only feed output rows that are never stored.
+      if (gm < p.m) {
+        const bool ok = gk < p.k;
+        const char* src = ok ? xg + (static_cast<int64_t>(gm) * p.k + gk) * 2 : xg;
+        dev::cp_async16(sA + row * (C::BK * 2) + ((ch ^ (row & 7)) * 16), src, ok ? 16 : 0);
+      }
     }
     constexpr int WCH = C::W_ROW / 16;
     static_assert((C::BN * WCH) % C::THREADS == 0, "W tile split");
@@ -102,15 +140,24 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
     const int kc = kt * C::WARPS_K + wk;
     if (kc >= kc_total) return;  // warp-uniform: this slice lies beyond K
     const uint8_t* sA = smem + stage * C::STAGE_BYTES;
-    const uint8_t* sW = sA + C::A_BYTES;
+    const uint8_t* sW = sA + (C::XRES ? 0 : C::A_BYTES);
     const uint8_t* sS = sW + C::W_BYTES + wk * C::BN * 4;
     uint2 cw[C::NT];
     float sc[C::NT][4];
+    uint32_t sp[C::NT][4];  // pair-decode scales
 #pragma unroll
     for (int j = 0; j < C::NT; ++j) {
       const int nl = wn * C::WTN + j * 8 + (lane >> 2);
       cw[j] = *reinterpret_cast<const uint2*>(sW + nl * C::W_PITCH + wk * 32 + (lane & 3) * 8);
-      if constexpr (F == Format::nvfp4) {
+      if constexpr (kPair && F == Format::nvfp4) {
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + nl * 4);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) sp[j][s] = scale_lut[(w >> (8 * s)) & 0xFFu];
+      } else if constexpr (kPair) {  // MXFP4
+        const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + nl * 2);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) sp[j][s] = scale_lut[(w >> (8 * (s >> 1))) & 0xFFu];
+      } else if constexpr (F == Format::nvfp4) {
         const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + nl * 4);
 #pragma unroll
         for (int s = 0; s < 4; ++s) sc[j][s] = e4m3_value((w >> (8 * s)) & 0xFFu);
@@ -139,21 +186,41 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
 #pragma unroll
       for (int mt = 0; mt < C::MT; ++mt) {
         const int row = wm * C::WTM + mt * 16 + (lane & 15);
-        const int ch = wk * 8 + s * 2 + (lane >> 4);
-        dev::ldmatrix_x4(a[mt], sA + row * (C::BK * 2) + ((ch ^ (row & 7)) * 16));
+        if constexpr (C::XRES) {
+          const int xr = row & (xrows - 1);
+          const int ch = kt * (C::BK / 8) + wk * 8 + s * 2 + (lane >> 4);
+          dev::ldmatrix_x4(a[mt], sX + static_cast<int64_t>(xr) * p.k * 2 + ((ch ^ (xr & 7)) * 16));
+        } else {
+          const int ch = wk * 8 + s * 2 + (lane >> 4);
+          dev::ldmatrix_x4(a[mt], sA + row * (C::BK * 2) + ((ch ^ (row & 7)) * 16));
+        }
       }
 #pragma unroll
       for (int j = 0; j < C::NT; ++j) {
         const uint32_t w = (s < 2 ? cw[j].x : cw[j].y) >> ((s & 1) * 16);
-        const float f = sc[j][s];
-        const uint32_t b0 = D::pack2(lut[w & 15u] * f, lut[(w >> 4) & 15u] * f);
-        const uint32_t b1 = D::pack2(lut[(w >> 8) & 15u] * f, lut[(w >> 12) & 15u] * f);
+        uint32_t b0, b1;
+        if constexpr (kPair) {
+          b0 = D::mul2(pair_lut[w & 0xFFu], sp[j][s]);
+          b1 = D::mul2(pair_lut[(w >> 8) & 0xFFu], sp[j][s]);
+        } else {
+          const float f = sc[j][s];
+          b0 = D::pack2(lut[w & 15u] * f, lut[(w >> 4) & 15u] * f);
+          b1 = D::pack2(lut[(w >> 8) & 15u] * f, lut[(w >> 12) & 15u] * f);
+        }
 #pragma unroll
         for (int mt = 0; mt < C::MT; ++mt) D::mma(acc[mt][j], a[mt], b0, b1);
       }
     }
   };
 
+  if constexpr (C::XRES) {  // x rows [0, M) for the whole K, in the first commit group
+    const int xch = p.k / 8;
+    for (int c = tid; c < p.m * xch; c += C::THREADS) {
+      const int row = c / xch, ch = c % xch;
+      dev::cp_async16(sX + static_cast<int64_t>(row) * p.k * 2 + ((ch ^ (row & 7)) * 16),
+                      xg + (static_cast<int64_t>(row) * p.k + ch * 8) * 2, 16);
+    }
+  }
 #pragma unroll
   for (int s = 0; s < C::STAGES - 1; ++s) {
     if (s < ktiles) load(s, s);
@@ -213,10 +280,10 @@ cudaError_t launch_gemm(const GemmParams& p, cudaStream_t stream) {
   auto kern = fp4_gemm_kernel<C, F, T>;
   // Above 48 KB a kernel needs the opt-in (once per process; single-device use assumed).
   static const cudaError_t attr =
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM_BYTES);
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::SMEM_MAX));
   if (attr != cudaSuccess) return attr;
   dim3 grid((p.n + C::BN - 1) / C::BN, (p.m + C::BM - 1) / C::BM);
-  kern<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(p);
+  kern<<<grid, C::THREADS, static_cast<size_t>(C::smem_bytes(p.m, p.k)), stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -62,9 +62,9 @@ VSTACK_API vstack_status_t vstack_fp4_dequantize(const vstack_fp4_tensor_t* q, v
 VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dtype_t dtype, int64_t m,
                                              const vstack_fp4_tensor_t* w, const void* bias, void* y, void* stream);
 
-/* Which kernel configuration vstack_fp4_matmul uses for m x N on a GPU with
- * `sms` multiprocessors (0..3: small16, small32, mid, large); for tests/benches. */
-VSTACK_API int vstack_fp4_matmul_config(int64_t m, int64_t n, int sms);
+/* Which kernel configuration vstack_fp4_matmul uses for m x N x K on a GPU with
+ * `sms` multiprocessors (0..4: small16, small32, mid, large, gemv); for tests/benches. */
+VSTACK_API int vstack_fp4_matmul_config(int64_t m, int64_t n, int64_t k, int sms);
 
 #ifdef __cplusplus
 }

@@ -47,7 +47,7 @@ def _clib():
         l.vstack_fp4_quantize.argtypes = [vp, i32, T, vp]
         l.vstack_fp4_dequantize.argtypes = [T, vp, i32, vp]
         l.vstack_fp4_matmul.argtypes = [vp, i32, i64, T, vp, vp, vp]
-        l.vstack_fp4_matmul_config.argtypes = [i64, i64, i32]
+        l.vstack_fp4_matmul_config.argtypes = [i64, i64, i64, i32]
         for f in (l.vstack_fp4_quantize, l.vstack_fp4_dequantize, l.vstack_fp4_matmul, l.vstack_fp4_matmul_config):
             f.restype = ctypes.c_int
         l._vstack_fp4_ready = True

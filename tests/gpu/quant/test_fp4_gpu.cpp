@@ -211,7 +211,7 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
   struct Shape { int64_t m, n, k; };
   const Shape shapes[] = {{1, 64, 64},     {1, 4096, 4096},  {2, 100, 128},    {4, 1000, 512},  {8, 333, 1088},
                           {16, 512, 2048}, {17, 129, 320},   {33, 264, 640},   {64, 1024, 256}, {65, 200, 384},
-                          {130, 96, 64},   {256, 520, 448},  {300, 1000, 960}, {1024, 256, 1024}, {513, 4100, 128}};
+                          {130, 96, 64},   {256, 520, 448},  {300, 330, 960},  {1024, 136, 1024}, {513, 1030, 128}};
   double worst_rel = 0;
   for (Format f : kFormats)
     for (vstack_dtype_t dt : {VSTACK_DTYPE_BF16, VSTACK_DTYPE_F16})
@@ -260,12 +260,17 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
               const uint16_t h = got[i * s.n + j];
               const double g = dt == VSTACK_DTYPE_BF16 ? ref::bf16_to_f32(h) : ref::f16_to_f32(h);
               const double tol = u * std::abs(r) + (uw + acc) * (1 + u) * mag + 1e-30;
-              if (!(std::abs(g - r) <= tol)) {
+              // f16 overflows at 65520 (rounds to inf): then inf of the right sign is the right answer
+              const bool overflow_ok = dt == VSTACK_DTYPE_F16 && std::isinf(g) && (g > 0) == (r > 0) &&
+                                       std::abs(r) + tol >= 65520.0;
+              if (!overflow_ok && !(std::abs(g - r) <= tol)) {
                 if (bad < 5) UNSCOPED_INFO("y[" << i << "][" << j << "] = " << g << " want " << r << " tol " << tol);
                 ++bad;
               }
-              num += (g - r) * (g - r);
-              den += r * r;
+              if (std::isfinite(g)) {
+                num += (g - r) * (g - r);
+                den += r * r;
+              }
             }
           CHECK(bad == 0);
           worst_rel = std::max(worst_rel, std::sqrt(num / den));
