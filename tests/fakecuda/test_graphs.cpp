@@ -236,6 +236,9 @@ TEST_CASE("capture misuse invalidates the capture or is refused", "[graphs]") {
   CU_OK(cuStreamBeginCapture(blocking, CU_STREAM_CAPTURE_MODE_RELAXED));
   CUdeviceptr d = 0;
   CU_OK(cuMemAlloc(&d, 4));
+  REQUIRE(cuStreamIsCapturing(nullptr, &st) == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+  CU_OK(cuStreamIsCapturing(blocking, &st));
+  REQUIRE(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);  // a query does not invalidate
   REQUIRE(cuMemsetD32Async(d, 1, 1, nullptr) == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
   REQUIRE(cuStreamEndCapture(blocking, &g) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
   CU_OK(cuMemsetD32Async(d, 1, 1, nullptr));  // fine again

@@ -282,6 +282,8 @@ CUresult capture_info(CUstream h, CUstreamCaptureStatus* status, cuuint64_t* id,
   Lock lock(driver_lock());
   std::shared_ptr<CUstream_st> s;
   if (CUresult r = resolve_stream(h, ptd, &s)) return r;
+  if (stream_is_legacy(s.get()) && legacy_blocked_by_capture(s.get()))
+    return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;  // the capture itself stays valid
   const std::shared_ptr<Capture>& c = stream_capture(s.get());
   if (edges != nullptr) *edges = nullptr;
   if (!c) {

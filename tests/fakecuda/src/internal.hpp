@@ -187,6 +187,9 @@ CUresult capture_append(Capture& c, Work w);
 void capture_invalidate(Capture& c);
 std::shared_ptr<Capture>& stream_capture(CUstream_st* s);
 bool stream_is_legacy(const CUstream_st* s);
+// Whether a blocking stream of `legacy`'s context is capturing (the legacy
+// stream is then unusable). LOCKING: driver lock held.
+bool legacy_blocked_by_capture(const CUstream_st* legacy);
 
 // ---- kernels (kernel.cpp) ---------------------------------------------------
 // Builds the work of a launch of `f` (a CUfunction or a CUkernel cast to one).

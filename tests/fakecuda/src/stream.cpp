@@ -200,6 +200,12 @@ uint64_t stream_completed(const CUstream_st* s) { return s->completed.load(); }
 std::shared_ptr<Capture>& stream_capture(CUstream_st* s) { return s->capture; }
 bool stream_is_legacy(const CUstream_st* s) { return s->kind == StreamKind::kLegacy; }
 
+bool legacy_blocked_by_capture(const CUstream_st* legacy) {
+  for (const CUstream_st* t : legacy->ctx->streams)
+    if (blocking(t) && t->capture) return true;
+  return false;
+}
+
 std::shared_ptr<CUstream_st> legacy_stream(CUctx_st* ctx) {
   if (!ctx->legacy) ctx->legacy = make_stream(ctx, StreamKind::kLegacy, 0, 0);
   return ctx->legacy;
