@@ -111,12 +111,47 @@ TEST_CASE("captured work becomes a graph and runs only when launched", "[graphs]
   REQUIRE(*static_cast<uint32_t*>(kp.kernelParams[1]) == 7);
   REQUIRE(*static_cast<CUdeviceptr*>(kp.kernelParams[0]) == d);
 
+  // What the shim reads back from captured copy and set nodes.
+  CUDA_MEMCPY3D cp{};
+  CU_OK(cuGraphMemcpyNodeGetParams(nodes[2], &cp));
+  REQUIRE(cp.srcMemoryType == CU_MEMORYTYPE_DEVICE);
+  REQUIRE(cp.dstMemoryType == CU_MEMORYTYPE_DEVICE);
+  REQUIRE(cp.srcDevice == d);
+  REQUIRE(cp.dstDevice == e);
+  REQUIRE(cp.WidthInBytes == 4);
+  REQUIRE(cp.Height == 1);
+  REQUIRE(cp.Depth == 1);
+  CUDA_MEMSET_NODE_PARAMS ms{};
+  CU_OK(cuGraphMemsetNodeGetParams(nodes[0], &ms));
+  REQUIRE(ms.dst == d);
+  REQUIRE(ms.value == 5);
+  REQUIRE(ms.elementSize == 4);
+  REQUIRE(ms.width == 1);
+  REQUIRE(ms.height == 1);
+  REQUIRE(cuGraphMemsetNodeGetParams(nodes[1], &ms) == CUDA_ERROR_INVALID_VALUE);
+  CUgraph child = nullptr;
+  REQUIRE(cuGraphChildGraphNodeGetGraph(nodes[1], &child) == CUDA_ERROR_INVALID_VALUE);
+
   CUgraphExec x = nullptr;
   CU_OK(cuGraphInstantiate(&x, g, 0));
   CU_OK(cuGraphLaunch(x, s));
   CU_OK(cuStreamSynchronize(s));
   REQUIRE(read32(d) == 12);
   REQUIRE(read32(e) == 12);
+  CUgraphNodeParams np{};
+  np.type = CU_GRAPH_NODE_TYPE_MEMSET;
+  np.memset.dst = d;
+  np.memset.value = 50;
+  np.memset.elementSize = 4;
+  np.memset.width = 1;
+  np.memset.height = 1;
+  CU_OK(cuGraphExecNodeSetParams(x, nodes[0], &np));
+  CU_OK(cuGraphLaunch(x, s));
+  CU_OK(cuStreamSynchronize(s));
+  REQUIRE(read32(e) == 57);
+  REQUIRE(cuGraphExecNodeSetParams(x, nodes[1], &np) == CUDA_ERROR_INVALID_VALUE);  // not a memset
+  np.memset.value = 5;
+  CU_OK(cuGraphExecNodeSetParams(x, nodes[0], &np));
   CU_OK(cuGraphLaunch(x, s));  // the memset resets, so the same again
   CU_OK(cuStreamSynchronize(s));
   REQUIRE(read32(e) == 12);
@@ -323,4 +358,51 @@ TEST_CASE("graphs built by hand, with the older entry points too", "[graphs]") {
   CU_OK(cuGraphDestroy(g2));
   CU_OK(cuMemFree(d));
   CU_OK(cuMemFree(e));
+}
+
+TEST_CASE("capture into an existing graph after given nodes", "[graphs]") {
+  use_device();
+  CUfunction f = add_function();
+  CUdeviceptr d = 0;
+  CU_OK(cuMemAlloc(&d, 4));
+  CU_OK(cuMemsetD32(d, 77, 1));
+  CUgraph g = nullptr;
+  CU_OK(cuGraphCreate(&g, 0));
+  CUDA_MEMSET_NODE_PARAMS ms{};
+  ms.dst = d;
+  ms.elementSize = 4;
+  ms.value = 1;
+  ms.width = 1;
+  ms.height = 1;
+  CUgraphNode set = nullptr;
+  CU_OK(cuGraphAddMemsetNode(&set, g, nullptr, 0, &ms, nullptr));
+  CUstream s = nullptr;
+  CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CU_OK(cuStreamBeginCaptureToGraph(s, g, &set, nullptr, 1, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUstreamCaptureStatus st;
+  cuuint64_t id = 0;
+  CUgraph during = nullptr;
+  const CUgraphNode* deps = nullptr;
+  size_t n = 0;
+  CU_OK(cuStreamGetCaptureInfo(s, &st, &id, &during, &deps, nullptr, &n));
+  REQUIRE(during == g);
+  REQUIRE(n == 1);
+  REQUIRE(deps[0] == set);
+  uint32_t v = 41;
+  void* params[] = {&d, &v};
+  CU_OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, nullptr));
+  CUgraph out = nullptr;
+  CU_OK(cuStreamEndCapture(s, &out));
+  REQUIRE(out == g);
+  REQUIRE(node_types(g) ==
+          std::vector<CUgraphNodeType>{CU_GRAPH_NODE_TYPE_MEMSET, CU_GRAPH_NODE_TYPE_KERNEL});
+  CUgraphExec x = nullptr;
+  CU_OK(cuGraphInstantiate(&x, g, 0));
+  CU_OK(cuGraphLaunch(x, s));
+  CU_OK(cuStreamSynchronize(s));
+  REQUIRE(read32(d) == 42);
+  CU_OK(cuGraphExecDestroy(x));
+  CU_OK(cuGraphDestroy(g));
+  CU_OK(cuStreamDestroy(s));
+  CU_OK(cuMemFree(d));
 }

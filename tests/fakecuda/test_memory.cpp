@@ -376,3 +376,25 @@ TEST_CASE("copies and sets of every shape", "[memory]") {
   CU_OK(cuMemFree(d));
   CU_OK(cuMemFree(e));
 }
+
+TEST_CASE("cuMemFree waits for work already queued on the memory", "[memory]") {
+  use_device(0);
+  CUstream s = nullptr;
+  CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr p = 0;
+  CU_OK(cuMemAlloc(&p, 1 << 16));
+  Gate& gate = new_gate();
+  CU_OK(cuLaunchHostFunc(s, Gate::wait_fn, &gate));
+  CU_OK(cuMemsetD32Async(p, 1, (1 << 16) / 4, s));  // would fault after a non-waiting free
+  std::thread opener([&] {
+    sleep_ms(20);
+    gate.open();
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  CU_OK(cuMemFree(p));
+  auto waited = std::chrono::steady_clock::now() - t0;
+  opener.join();
+  REQUIRE(waited >= std::chrono::milliseconds(15));
+  CU_OK(cuStreamQuery(s));
+  CU_OK(cuStreamDestroy(s));
+}

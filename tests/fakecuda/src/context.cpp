@@ -44,6 +44,16 @@ int context_device(const CUctx_st* ctx) { return ctx->device; }
 
 bool valid_context(const CUctx_st* ctx) { return contexts().live.count(ctx) != 0; }
 
+void sync_device(int dev) {
+  std::vector<CUctx_st*> on_device;
+  {
+    Lock lock(driver_lock());
+    for (const CUctx_st* c : contexts().live)
+      if (c->device == dev) on_device.push_back(const_cast<CUctx_st*>(c));
+  }
+  for (CUctx_st* c : on_device) sync_context(c);  // contexts are never freed
+}
+
 CUresult primary_context(int dev, CUctx_st** out) {
   if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   Primary& p = contexts().primary[static_cast<size_t>(dev)];

@@ -7,6 +7,9 @@
 namespace fakecuda {
 namespace {
 
+constexpr CUmemorytype kDev = CU_MEMORYTYPE_DEVICE;
+constexpr CUmemorytype kHost = CU_MEMORYTYPE_HOST;
+
 CUresult base_address(CUmemorytype type, const void* host, CUdeviceptr dev, uintptr_t* out) {
   switch (type) {
     case CU_MEMORYTYPE_HOST: *out = reinterpret_cast<uintptr_t>(host); return CUDA_SUCCESS;
@@ -17,8 +20,12 @@ CUresult base_address(CUmemorytype type, const void* host, CUdeviceptr dev, uint
   }
 }
 
-CopyWork linear(uintptr_t dst, uintptr_t src, size_t n) {
+CopyWork linear(uintptr_t dst, uintptr_t src, size_t n,
+              CUmemorytype dst_type = CU_MEMORYTYPE_UNIFIED,
+              CUmemorytype src_type = CU_MEMORYTYPE_UNIFIED) {
   CopyWork c;
+  c.dst_type = dst_type;
+  c.src_type = src_type;
   c.dst = reinterpret_cast<unsigned char*>(dst);
   c.src = reinterpret_cast<const unsigned char*>(src);
   c.width = n;
@@ -136,8 +143,33 @@ CUresult copy_from_3d(const CUDA_MEMCPY3D& p, CopyWork* out) {
   c.width = p.WidthInBytes;
   c.height = h;
   c.depth = d;
+  c.src_type = p.srcMemoryType;
+  c.dst_type = p.dstMemoryType;
   *out = c;
   return CUDA_SUCCESS;
+}
+
+CUDA_MEMCPY3D copy_to_3d(const CopyWork& c) {
+  CUDA_MEMCPY3D p{};
+  p.srcMemoryType = c.src_type;
+  p.dstMemoryType = c.dst_type;
+  if (c.src_type == CU_MEMORYTYPE_HOST)
+    p.srcHost = c.src;
+  else
+    p.srcDevice = reinterpret_cast<CUdeviceptr>(c.src);
+  if (c.dst_type == CU_MEMORYTYPE_HOST)
+    p.dstHost = c.dst;
+  else
+    p.dstDevice = reinterpret_cast<CUdeviceptr>(c.dst);
+  bool rows = c.height > 1 || c.depth > 1;
+  p.srcPitch = rows ? c.src_pitch : c.width;
+  p.dstPitch = rows ? c.dst_pitch : c.width;
+  p.srcHeight = rows ? c.src_height : 1;
+  p.dstHeight = rows ? c.dst_height : 1;
+  p.WidthInBytes = c.width;
+  p.Height = c.height;
+  p.Depth = c.depth;
+  return p;
 }
 
 CUresult set_from_params(const CUDA_MEMSET_NODE_PARAMS& p, SetWork* out) {
@@ -195,62 +227,62 @@ FAKECUDA_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_
   return run_async(h, true, linear(dst, src, n));
 }
 FAKECUDA_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
-  return run_sync(nullptr, false, linear(dst, reinterpret_cast<uintptr_t>(src), n));
+  return run_sync(nullptr, false, linear(dst, reinterpret_cast<uintptr_t>(src), n, kDev, kHost));
 }
 FAKECUDA_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
-  return run_sync(nullptr, true, linear(dst, reinterpret_cast<uintptr_t>(src), n));
+  return run_sync(nullptr, true, linear(dst, reinterpret_cast<uintptr_t>(src), n, kDev, kHost));
 }
 FAKECUDA_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
-  return run_sync(nullptr, false, linear(reinterpret_cast<uintptr_t>(dst), src, n));
+  return run_sync(nullptr, false, linear(reinterpret_cast<uintptr_t>(dst), src, n, kHost, kDev));
 }
 FAKECUDA_API CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
-  return run_sync(nullptr, true, linear(reinterpret_cast<uintptr_t>(dst), src, n));
+  return run_sync(nullptr, true, linear(reinterpret_cast<uintptr_t>(dst), src, n, kHost, kDev));
 }
 FAKECUDA_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return run_sync(nullptr, false, linear(dst, src, n));
+  return run_sync(nullptr, false, linear(dst, src, n, kDev, kDev));
 }
 FAKECUDA_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-  return run_sync(nullptr, true, linear(dst, src, n));
+  return run_sync(nullptr, true, linear(dst, src, n, kDev, kDev));
 }
 FAKECUDA_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream h) {
-  return run_async(h, false, linear(dst, reinterpret_cast<uintptr_t>(src), n));
+  return run_async(h, false, linear(dst, reinterpret_cast<uintptr_t>(src), n, kDev, kHost));
 }
 FAKECUDA_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n,
                                                 CUstream h) {
-  return run_async(h, true, linear(dst, reinterpret_cast<uintptr_t>(src), n));
+  return run_async(h, true, linear(dst, reinterpret_cast<uintptr_t>(src), n, kDev, kHost));
 }
 FAKECUDA_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream h) {
-  return run_async(h, false, linear(reinterpret_cast<uintptr_t>(dst), src, n));
+  return run_async(h, false, linear(reinterpret_cast<uintptr_t>(dst), src, n, kHost, kDev));
 }
 FAKECUDA_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream h) {
-  return run_async(h, true, linear(reinterpret_cast<uintptr_t>(dst), src, n));
+  return run_async(h, true, linear(reinterpret_cast<uintptr_t>(dst), src, n, kHost, kDev));
 }
 FAKECUDA_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
-  return run_async(h, false, linear(dst, src, n));
+  return run_async(h, false, linear(dst, src, n, kDev, kDev));
 }
 FAKECUDA_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n,
                                                 CUstream h) {
-  return run_async(h, true, linear(dst, src, n));
+  return run_async(h, true, linear(dst, src, n, kDev, kDev));
 }
 FAKECUDA_API CUresult cuMemcpyPeer(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx,
                                    size_t n) {
   if (CUresult r = peer_check(dctx, sctx)) return r;
-  return run_sync(nullptr, false, linear(dst, src, n));
+  return run_sync(nullptr, false, linear(dst, src, n, kDev, kDev));
 }
 FAKECUDA_API CUresult cuMemcpyPeer_ptds(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
                                         CUcontext sctx, size_t n) {
   if (CUresult r = peer_check(dctx, sctx)) return r;
-  return run_sync(nullptr, true, linear(dst, src, n));
+  return run_sync(nullptr, true, linear(dst, src, n, kDev, kDev));
 }
 FAKECUDA_API CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
                                         CUcontext sctx, size_t n, CUstream h) {
   if (CUresult r = peer_check(dctx, sctx)) return r;
-  return run_async(h, false, linear(dst, src, n));
+  return run_async(h, false, linear(dst, src, n, kDev, kDev));
 }
 FAKECUDA_API CUresult cuMemcpyPeerAsync_ptsz(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src,
                                              CUcontext sctx, size_t n, CUstream h) {
   if (CUresult r = peer_check(dctx, sctx)) return r;
-  return run_async(h, true, linear(dst, src, n));
+  return run_async(h, true, linear(dst, src, n, kDev, kDev));
 }
 
 // ---- 2D and 3D copies -----------------------------------------------------------

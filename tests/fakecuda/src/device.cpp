@@ -1,4 +1,6 @@
 // Init, configuration, devices and their attributes, error names.
+#include <pthread.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,8 +56,16 @@ const Config& config() {
   return c;
 }
 
+// Held across fork() so that a child never inherits it locked by a thread
+// that does not exist there. (A child has no stream workers either: it must
+// create a new context before queueing work; see README.)
 std::mutex& driver_lock() {
-  static std::mutex* m = new std::mutex;
+  static std::mutex* m = [] {
+    auto* mu = new std::mutex;
+    pthread_atfork([] { driver_lock().lock(); }, [] { driver_lock().unlock(); },
+                   [] { driver_lock().unlock(); });
+    return mu;
+  }();
   return *m;
 }
 

@@ -225,7 +225,8 @@ CUresult instantiate_with_params(CUgraphExec* out, CUgraph g, CUDA_GRAPH_INSTANT
   return r;
 }
 
-CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptd) {
+CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptd, CUgraph into = nullptr,
+                       const CUgraphNode* deps = nullptr, size_t ndeps = 0) {
   if (CUresult r = need_init()) return r;
   if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
       mode != CU_STREAM_CAPTURE_MODE_RELAXED)
@@ -237,8 +238,19 @@ CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptd) {
   auto& cap = stream_capture(s.get());
   if (cap) return CUDA_ERROR_ILLEGAL_STATE;
   auto c = std::make_shared<Capture>();
-  c->graph = new CUgraph_st;
-  graphs().graphs.insert(c->graph);
+  if (into != nullptr) {  // cuStreamBeginCaptureToGraph: the caller keeps owning it
+    if (graphs().graphs.count(into) == 0 || (ndeps != 0 && deps == nullptr))
+      return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < ndeps; ++i) {
+      if (graphs().nodes.count(deps[i]) == 0 || deps[i]->graph != into) return CUDA_ERROR_INVALID_VALUE;
+      c->first_deps.push_back(deps[i]);
+    }
+    c->graph = into;
+    c->into_existing = true;
+  } else {
+    c->graph = new CUgraph_st;
+    graphs().graphs.insert(c->graph);
+  }
   c->id = graphs().next_capture_id++;
   c->mode = mode;
   c->origin = s.get();
@@ -265,7 +277,7 @@ CUresult end_capture(CUstream h, CUgraph* out, bool ptd) {
   for (auto& m : c->members) stream_capture(m.get()).reset();
   c->members.clear();
   if (c->invalidated) {
-    destroy_graph(c->graph);
+    if (!c->into_existing) destroy_graph(c->graph);
     c->graph = nullptr;
     *out = nullptr;
     return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
@@ -295,7 +307,10 @@ CUresult capture_info(CUstream h, CUstreamCaptureStatus* status, cuuint64_t* id,
   if (id != nullptr) *id = c->id;
   if (graph != nullptr) *graph = c->graph;
   c->deps_out.clear();
-  if (c->last != nullptr) c->deps_out.push_back(c->last);
+  if (c->last != nullptr)
+    c->deps_out.push_back(c->last);
+  else
+    c->deps_out = c->first_deps;
   if (deps != nullptr) *deps = c->deps_out.data();
   if (ndeps != nullptr) *ndeps = c->deps_out.size();
   return CUDA_SUCCESS;
@@ -309,7 +324,10 @@ CUresult is_capturing(CUstream h, CUstreamCaptureStatus* status, bool ptd) {
 
 CUresult capture_append(Capture& c, Work w) {
   std::vector<CUgraphNode_st*> deps;
-  if (c.last != nullptr) deps.push_back(c.last);
+  if (c.last != nullptr)
+    deps.push_back(c.last);
+  else
+    deps = c.first_deps;
   c.last = add_node(c.graph, std::move(w), std::move(deps));
   return CUDA_SUCCESS;
 }
@@ -328,6 +346,8 @@ using namespace fakecuda;
 #undef cuGraphInstantiate
 #undef cuGraphExecUpdate
 #undef cuStreamGetCaptureInfo
+#undef cuStreamBeginCapture
+#undef cuStreamBeginCaptureToGraph
 
 extern "C" {
 CUresult cuGraphAddKernelNode(CUgraphNode*, CUgraph, const CUgraphNode*, size_t,
@@ -343,6 +363,12 @@ CUresult cuStreamGetCaptureInfo_v2(CUstream, CUstreamCaptureStatus*, cuuint64_t*
                                    const CUgraphNode**, size_t*);
 CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream, CUstreamCaptureStatus*, cuuint64_t*, CUgraph*,
                                         const CUgraphNode**, size_t*);
+CUresult cuStreamBeginCapture(CUstream);
+CUresult cuStreamBeginCapture_ptsz(CUstream);
+CUresult cuStreamBeginCaptureToGraph(CUstream, CUgraph, const CUgraphNode*, const CUgraphEdgeData*,
+                                     size_t, CUstreamCaptureMode);
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode*,
+                                          const CUgraphEdgeData*, size_t, CUstreamCaptureMode);
 decltype(cuStreamGetCaptureInfo_v3) cuStreamGetCaptureInfo_v3_ptsz;
 decltype(cuStreamBeginCapture_v2) cuStreamBeginCapture_v2_ptsz;
 decltype(cuStreamEndCapture) cuStreamEndCapture_ptsz;
@@ -358,6 +384,27 @@ FAKECUDA_API CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mo
 }
 FAKECUDA_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) {
   return begin_capture(h, mode, true);
+}
+FAKECUDA_API CUresult cuStreamBeginCapture(CUstream h) {
+  return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, false);
+}
+FAKECUDA_API CUresult cuStreamBeginCapture_ptsz(CUstream h) {
+  return begin_capture(h, CU_STREAM_CAPTURE_MODE_GLOBAL, true);
+}
+FAKECUDA_API CUresult cuStreamBeginCaptureToGraph(CUstream h, CUgraph g, const CUgraphNode* deps,
+                                                  const CUgraphEdgeData* edges, size_t n,
+                                                  CUstreamCaptureMode mode) {
+  (void)edges;  // default edges only (see README)
+  if (g == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return begin_capture(h, mode, false, g, deps, n);
+}
+FAKECUDA_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph g,
+                                                       const CUgraphNode* deps,
+                                                       const CUgraphEdgeData* edges, size_t n,
+                                                       CUstreamCaptureMode mode) {
+  (void)edges;
+  if (g == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return begin_capture(h, mode, true, g, deps, n);
 }
 FAKECUDA_API CUresult cuStreamEndCapture(CUstream h, CUgraph* g) { return end_capture(h, g, false); }
 FAKECUDA_API CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph* g) {
@@ -496,6 +543,75 @@ FAKECUDA_API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode n, CUDA_KERNEL_N
 
 FAKECUDA_API CUresult cuGraphKernelNodeGetParams(CUgraphNode n, CUDA_KERNEL_NODE_PARAMS_v1* p) {
   return kernel_node_params(n, p);
+}
+
+FAKECUDA_API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode n, CUDA_MEMCPY3D* p) {
+  if (CUresult r = need_init()) return r;
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Lock lock(driver_lock());
+  if (graphs().nodes.count(n) == 0) return CUDA_ERROR_INVALID_VALUE;
+  const auto* c = std::get_if<CopyWork>(&n->work);
+  if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *p = copy_to_3d(*c);
+  return CUDA_SUCCESS;
+}
+
+FAKECUDA_API CUresult cuGraphMemsetNodeGetParams(CUgraphNode n, CUDA_MEMSET_NODE_PARAMS* p) {
+  if (CUresult r = need_init()) return r;
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Lock lock(driver_lock());
+  if (graphs().nodes.count(n) == 0) return CUDA_ERROR_INVALID_VALUE;
+  const auto* m = std::get_if<SetWork>(&n->work);
+  if (m == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *p = CUDA_MEMSET_NODE_PARAMS{};
+  p->dst = reinterpret_cast<CUdeviceptr>(m->dst);
+  p->pitch = m->pitch;
+  p->value = m->value;
+  p->elementSize = m->element;
+  p->width = m->width;
+  p->height = m->height;
+  return CUDA_SUCCESS;
+}
+
+FAKECUDA_API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode n, CUgraph* g) {
+  if (CUresult r = need_init()) return r;
+  if (g == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Lock lock(driver_lock());
+  (void)n;
+  return CUDA_ERROR_INVALID_VALUE;  // no child-graph nodes are ever made here
+}
+
+FAKECUDA_API CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParams* p) {
+  if (CUresult r = need_init()) return r;
+  if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (p->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+    const auto& k = p->kernel;
+    CUfunction f = k.func != nullptr ? k.func : reinterpret_cast<CUfunction>(k.kern);
+    return exec_set_kernel(e, n, kernel_args(k, f));
+  }
+  Lock lock(driver_lock());
+  if (graphs().execs.count(e) == 0) return CUDA_ERROR_INVALID_VALUE;
+  size_t i = 0;
+  while (i < e->source.size() && e->source[i] != n) ++i;
+  if (i == e->source.size() || node_type((*e->works)[i]) != p->type) return CUDA_ERROR_INVALID_VALUE;
+  Work w;
+  if (p->type == CU_GRAPH_NODE_TYPE_MEMCPY) {
+    CopyWork c;
+    if (CUresult r = copy_from_3d(p->memcpy.copyParams, &c)) return r;
+    w = c;
+  } else if (p->type == CU_GRAPH_NODE_TYPE_MEMSET) {
+    const auto& m = p->memset;
+    CUDA_MEMSET_NODE_PARAMS q{m.dst, m.pitch, m.value, m.elementSize, m.width, m.height};
+    SetWork sw;
+    if (CUresult r = set_from_params(q, &sw)) return r;
+    w = sw;
+  } else {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  auto works = std::make_shared<std::vector<Work>>(*e->works);
+  (*works)[i] = std::move(w);
+  e->works = std::move(works);
+  return CUDA_SUCCESS;
 }
 
 FAKECUDA_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* e, CUgraph g,

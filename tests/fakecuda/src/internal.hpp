@@ -105,6 +105,8 @@ struct CopyWork {
   unsigned char* dst = nullptr;
   size_t src_pitch = 0, src_height = 0, dst_pitch = 0, dst_height = 0;
   size_t width = 0, height = 1, depth = 1;      // width in bytes
+  CUmemorytype src_type = CU_MEMORYTYPE_UNIFIED;  // as the API call said (graph node queries)
+  CUmemorytype dst_type = CU_MEMORYTYPE_UNIFIED;
 };
 
 struct SetWork {
@@ -131,6 +133,8 @@ CUgraphNodeType node_type(const Work& w);
 // (copy.cpp). INVALID_VALUE / NOT_SUPPORTED for what the driver would reject.
 CUresult copy_from_3d(const CUDA_MEMCPY3D& p, CopyWork* out);
 CUresult set_from_params(const CUDA_MEMSET_NODE_PARAMS& p, SetWork* out);
+// The inverse, for cuGraphMemcpyNodeGetParams (offsets folded into the addresses).
+CUDA_MEMCPY3D copy_to_3d(const CopyWork& c);
 
 // ---- streams (stream.cpp) ---------------------------------------------------
 struct Capture;
@@ -181,6 +185,8 @@ struct Capture {
   CUstream_st* origin = nullptr;
   std::vector<std::shared_ptr<CUstream_st>> members;  // origin included
   CUgraphNode last = nullptr;
+  std::vector<CUgraphNode> first_deps;                // cuStreamBeginCaptureToGraph
+  bool into_existing = false;                         // the graph belongs to the caller
   std::vector<CUgraphNode> deps_out;                  // what GetCaptureInfo hands out
 };
 CUresult capture_append(Capture& c, Work w);
@@ -215,6 +221,9 @@ PointerInfo find_vmm_mapping(uintptr_t p);
 CUresult free_device(uintptr_t p);
 CUresult alloc_device(int dev, CUctx_st* ctx, size_t bytes, uintptr_t* out);
 
+// Waits for everything queued so far on every context of device `dev`
+// (what freeing memory implies). LOCKING: driver lock NOT held.
+void sync_device(int dev);
 // Waits for everything queued so far on every stream of `ctx`.
 // LOCKING: driver lock NOT held.
 void sync_context(CUctx_st* ctx);

@@ -76,6 +76,10 @@ CUresult build_params(const KernelDesc& d, void** kernel_params, void** extra,
       else
         return CUDA_ERROR_INVALID_VALUE;
     }
+    if (buffer == nullptr && size == nullptr && need == 0) {  // a kernel without parameters
+      out->clear();
+      return CUDA_SUCCESS;
+    }
     if (buffer == nullptr || size == nullptr || *size < need) return CUDA_ERROR_INVALID_VALUE;
     const auto* b = static_cast<const unsigned char*>(buffer);
     out->assign(b, b + *size);

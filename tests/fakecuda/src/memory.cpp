@@ -351,9 +351,20 @@ FAKECUDA_API CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_
   return CUDA_SUCCESS;
 }
 
+// Freeing synchronizes with the device (work queued before the free may still
+// use the memory), as cuMemFree / cuMemFreeHost do on the driver. cuMemUnmap
+// does not (measured, DESIGN.md), and neither does it here.
 FAKECUDA_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (CUresult r = need_init()) return r;
   if (dptr == 0) return CUDA_SUCCESS;
+  int dev = 0;
+  {
+    Lock lock(driver_lock());
+    auto it = memory().device.find(dptr);
+    if (it == memory().device.end() || it->second.free_pending) return CUDA_ERROR_INVALID_VALUE;
+    dev = it->second.device;
+  }
+  sync_device(dev);
   Lock lock(driver_lock());
   auto it = memory().device.find(dptr);
   if (it == memory().device.end() || it->second.free_pending) return CUDA_ERROR_INVALID_VALUE;
@@ -456,6 +467,14 @@ FAKECUDA_API CUresult cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags
 
 FAKECUDA_API CUresult cuMemFreeHost(void* p) {
   if (CUresult r = need_init()) return r;
+  int dev = 0;
+  {
+    Lock lock(driver_lock());
+    auto it = memory().host.find(reinterpret_cast<uintptr_t>(p));
+    if (it == memory().host.end() || it->second.registered) return CUDA_ERROR_INVALID_VALUE;
+    dev = it->second.device;
+  }
+  sync_device(dev);
   Lock lock(driver_lock());
   auto it = memory().host.find(reinterpret_cast<uintptr_t>(p));
   if (it == memory().host.end() || it->second.registered) return CUDA_ERROR_INVALID_VALUE;

@@ -410,6 +410,8 @@ CUresult elapsed(float* ms, CUevent a, CUevent b) {
   return CUDA_SUCCESS;
 }
 
+CUresult destroy_stream(CUstream h);
+
 CUresult create_stream(CUstream* ph, unsigned flags, int priority) {
   if (ph == nullptr || (flags & ~unsigned{CU_STREAM_NON_BLOCKING}) != 0)
     return CUDA_ERROR_INVALID_VALUE;
@@ -425,9 +427,11 @@ CUresult create_stream(CUstream* ph, unsigned flags, int priority) {
 
 }  // namespace
 
-// cuda.h maps cuEventElapsedTime to _v2; the driver exports both names.
+// cuda.h maps these to _v2; the driver exports both names.
 #undef cuEventElapsedTime
+#undef cuStreamDestroy
 extern "C" {
+decltype(cuStreamDestroy_v2) cuStreamDestroy;
 decltype(cuStreamSynchronize) cuStreamSynchronize_ptsz;
 decltype(cuStreamQuery) cuStreamQuery_ptsz;
 decltype(cuStreamWaitEvent) cuStreamWaitEvent_ptsz;
@@ -445,7 +449,11 @@ FAKECUDA_API CUresult cuStreamCreateWithPriority(CUstream* ph, unsigned int flag
   return create_stream(ph, flags, priority < -5 ? -5 : (priority > 0 ? 0 : priority));
 }
 
-FAKECUDA_API CUresult cuStreamDestroy_v2(CUstream h) {
+FAKECUDA_API CUresult cuStreamDestroy_v2(CUstream h) { return destroy_stream(h); }
+FAKECUDA_API CUresult cuStreamDestroy(CUstream h) { return destroy_stream(h); }
+
+namespace {
+CUresult destroy_stream(CUstream h) {
   if (!initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   std::shared_ptr<CUstream_st> s;
   {
@@ -459,6 +467,7 @@ FAKECUDA_API CUresult cuStreamDestroy_v2(CUstream h) {
   s->shutdown();  // queued work still runs first, as on the real driver
   return CUDA_SUCCESS;
 }
+}  // namespace
 
 FAKECUDA_API CUresult cuStreamSynchronize(CUstream h) { return stream_synchronize(h, false); }
 FAKECUDA_API CUresult cuStreamSynchronize_ptsz(CUstream h) { return stream_synchronize(h, true); }
