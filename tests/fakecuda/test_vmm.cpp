@@ -207,3 +207,32 @@ TEST_CASE("reserved-but-unmapped, mapped-without-access and unmapped VAs fault",
   CU_OK(cuMemRelease(h));
   CU_OK(cuMemAddressFree(r, 4 * kMiB));
 }
+
+TEST_CASE("one VA range can mix device and host chunks", "[vmm]") {
+  use_device();
+  CUdeviceptr r = 0;
+  CU_OK(cuMemAddressReserve(&r, 2 * kG, 0, 0, 0));
+  CUmemAllocationProp dev = device_prop();
+  CUmemAllocationProp host = device_prop();
+  host.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  host.location.id = 0;
+  CUmemGenericAllocationHandle hd = 0, hh = 0;
+  CU_OK(cuMemCreate(&hd, kG, &dev, 0));
+  CU_OK(cuMemCreate(&hh, kG, &host, 0));
+  CU_OK(cuMemMap(r, kG, 0, hd, 0));
+  CU_OK(cuMemMap(r + kG, kG, 0, hh, 0));
+  set_rw(r, 2 * kG);  // one call across both chunks
+  CU_OK(cuMemsetD8(r + kG - 100, 0x3c, 200));  // straddles the boundary
+  std::vector<unsigned char> back(300, 0);
+  CU_OK(cuMemcpyDtoH(back.data(), r + kG - 150, 300));
+  for (size_t i = 0; i < back.size(); ++i) REQUIRE(back[i] == ((i >= 50 && i < 250) ? 0x3c : 0));
+  unsigned type = 0;
+  CU_OK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, r + 10));
+  REQUIRE(type == CU_MEMORYTYPE_DEVICE);
+  CU_OK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, r + kG + 10));
+  REQUIRE(type == CU_MEMORYTYPE_HOST);
+  CU_OK(cuMemUnmap(r, 2 * kG));
+  CU_OK(cuMemRelease(hd));
+  CU_OK(cuMemRelease(hh));
+  CU_OK(cuMemAddressFree(r, 2 * kG));
+}
