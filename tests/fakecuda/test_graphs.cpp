@@ -280,6 +280,28 @@ TEST_CASE("capture misuse invalidates the capture or is refused", "[graphs]") {
   CU_OK(cuStreamSynchronize(nullptr));
   CU_OK(cuMemFree(d));
 
+  // Capture modes: unsafe calls during a GLOBAL capture fail and invalidate it,
+  // a RELAXED thread may make them, another thread in GLOBAL mode may not.
+  CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  REQUIRE(cuMemAlloc(&d, 16) == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CU_OK(cuStreamIsCapturing(s, &st));
+  REQUIRE(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  REQUIRE(cuStreamEndCapture(s, &g) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CUresult other = CUDA_SUCCESS;
+  std::thread t([&] {
+    CUdeviceptr q = 0;
+    other = try_use_device(0) ? cuMemAlloc(&q, 16) : CUDA_ERROR_UNKNOWN;
+  });
+  t.join();
+  REQUIRE(other == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  REQUIRE(cuStreamEndCapture(s, &g) == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CU_OK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  CU_OK(cuMemAlloc(&d, 16));
+  CU_OK(cuMemFree(d));
+  CU_OK(cuStreamEndCapture(s, &g));
+  CU_OK(cuGraphDestroy(g));
+
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
   CU_OK(cuThreadExchangeStreamCaptureMode(&mode));
   REQUIRE(mode == CU_STREAM_CAPTURE_MODE_GLOBAL);

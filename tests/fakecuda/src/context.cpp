@@ -220,6 +220,10 @@ FAKECUDA_API CUresult cuCtxPopCurrent_v2(CUcontext* pctx) {
 FAKECUDA_API CUresult cuCtxSynchronize() {
   CUctx_st* c = nullptr;
   if (CUresult r = need_context(&c)) return r;
+  {
+    Lock lock(driver_lock());
+    if (CUresult r = check_unsafe_call()) return r;
+  }
   sync_context(c);
   return CUDA_SUCCESS;
 }

@@ -35,6 +35,7 @@ struct Graphs {
   std::unordered_set<const CUgraph_st*> graphs;
   std::unordered_set<const CUgraphNode_st*> nodes;
   std::unordered_set<const CUgraphExec_st*> execs;
+  std::vector<std::weak_ptr<Capture>> active;  // begun and not ended
   uint64_t next_capture_id = 1;
 };
 
@@ -253,6 +254,8 @@ CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool ptd, CUgraph i
   }
   c->id = graphs().next_capture_id++;
   c->mode = mode;
+  c->thread = std::this_thread::get_id();
+  graphs().active.push_back(c);
   c->origin = s.get();
   c->members.push_back(s);
   cap = std::move(c);
@@ -276,6 +279,14 @@ CUresult end_capture(CUstream h, CUgraph* out, bool ptd) {
   if (c->origin != s.get()) return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
   for (auto& m : c->members) stream_capture(m.get()).reset();
   c->members.clear();
+  auto& active = graphs().active;
+  for (size_t i = 0; i < active.size();) {
+    auto a = active[i].lock();
+    if (!a || a == c)
+      active.erase(active.begin() + static_cast<std::ptrdiff_t>(i));
+    else
+      ++i;
+  }
   if (c->invalidated) {
     if (!c->into_existing) destroy_graph(c->graph);
     c->graph = nullptr;
@@ -321,6 +332,28 @@ CUresult is_capturing(CUstream h, CUstreamCaptureStatus* status, bool ptd) {
 }
 
 }  // namespace
+
+// Note [Capture modes] (cuThreadExchangeStreamCaptureMode): a thread whose
+// mode is not RELAXED may not make potentially unsafe calls while it has a
+// capture of its own begun in a non-RELAXED mode, or, in GLOBAL mode, while
+// any other thread has a GLOBAL capture under way.
+CUresult check_unsafe_call() {
+  if (t_capture_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
+  const auto me = std::this_thread::get_id();
+  bool forbidden = false;
+  for (auto& w : graphs().active) {
+    auto c = w.lock();
+    if (!c || c->members.empty()) continue;
+    bool mine = c->thread == me && c->mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool global = c->thread != me && c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                  t_capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+    if (mine || global) {
+      capture_invalidate(*c);
+      forbidden = true;
+    }
+  }
+  return forbidden ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
 
 CUresult capture_append(Capture& c, Work w) {
   std::vector<CUgraphNode_st*> deps;

@@ -183,6 +183,7 @@ struct Capture {
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
   bool invalidated = false;
   CUstream_st* origin = nullptr;
+  std::thread::id thread;                             // that began it
   std::vector<std::shared_ptr<CUstream_st>> members;  // origin included
   CUgraphNode last = nullptr;
   std::vector<CUgraphNode> first_deps;                // cuStreamBeginCaptureToGraph
@@ -190,6 +191,11 @@ struct Capture {
   std::vector<CUgraphNode> deps_out;                  // what GetCaptureInfo hands out
 };
 CUresult capture_append(Capture& c, Work w);
+// The capture-mode rule for "potentially unsafe" calls (allocation, freeing,
+// device-wide synchronization) made by this thread: CUDA_SUCCESS, or
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED after invalidating the captures that
+// forbid the call. LOCKING: driver lock held.
+CUresult check_unsafe_call();
 void capture_invalidate(Capture& c);
 std::shared_ptr<Capture>& stream_capture(CUstream_st* s);
 bool stream_is_legacy(const CUstream_st* s);

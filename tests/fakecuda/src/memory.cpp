@@ -212,6 +212,7 @@ CUresult mem_alloc(CUdeviceptr* dptr, size_t bytes) {
   CUctx_st* ctx = nullptr;
   if (CUresult r = need_context(&ctx)) return r;
   Lock lock(driver_lock());
+  if (CUresult r = check_unsafe_call()) return r;
   uintptr_t p = 0;
   if (CUresult r = alloc_device(ctx->device, ctx, bytes, &p)) return r;
   *dptr = p;
@@ -362,6 +363,7 @@ FAKECUDA_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
     Lock lock(driver_lock());
     auto it = memory().device.find(dptr);
     if (it == memory().device.end() || it->second.free_pending) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = check_unsafe_call()) return r;
     dev = it->second.device;
   }
   sync_device(dev);
