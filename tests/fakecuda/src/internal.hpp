@@ -243,7 +243,7 @@ std::shared_ptr<CUstream_st> legacy_stream(CUctx_st* ctx);
 struct CUctx_st {
   int device = 0;
   bool primary = false;
-  bool alive = true;
+  std::atomic<bool> alive{true};  // read without the driver lock
   unsigned flags = 0;
   std::shared_ptr<CUstream_st> legacy;  // the NULL stream, created on first use
   std::vector<CUstream_st*> streams;    // live user and per-thread streams
