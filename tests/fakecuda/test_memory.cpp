@@ -386,11 +386,11 @@ TEST_CASE("cuMemFree waits for work already queued on the memory", "[memory]") {
   Gate& gate = new_gate();
   CU_OK(cuLaunchHostFunc(s, Gate::wait_fn, &gate));
   CU_OK(cuMemsetD32Async(p, 1, (1 << 16) / 4, s));  // would fault after a non-waiting free
+  auto t0 = std::chrono::steady_clock::now();  // before the opener starts: no flake
   std::thread opener([&] {
     sleep_ms(20);
     gate.open();
   });
-  auto t0 = std::chrono::steady_clock::now();
   CU_OK(cuMemFree(p));
   auto waited = std::chrono::steady_clock::now() - t0;
   opener.join();
