@@ -448,6 +448,12 @@ Status Pool::evict_for(uint64_t bytes, const RefSet& keep) {
     }
   }
   policy_->order(cand);
+  // Among the policy's first picks, an idle page of exactly the size wanted frees a
+  // chunk the caller can take as it is; any other size must be destroyed and
+  // a new chunk created (waiting for the copy that emptied it).
+  constexpr size_t kSizeLookahead = 16;
+  std::stable_partition(cand.begin(), cand.begin() + static_cast<long>(std::min(cand.size(), kSizeLookahead)),
+                        [bytes](const Candidate& c) { return c.idle && c.page->bytes == bytes; });
   auto& gpu = *tiers_[0];
   uint64_t freed = 0;
   for (const Candidate& c : cand) {

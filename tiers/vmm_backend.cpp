@@ -111,22 +111,31 @@ class VmmBackend final : public Backend {
   }
 
  private:
-  // LOCKING: mu_ held.
+  // LOCKING: mu_ held. Chunks no copy is still using go first, so that making
+  // room rarely waits for the copy that just emptied a chunk.
   void trim_locked(uint64_t keep) {
-    for (auto it = free_.begin(); it != free_.end() && pooled_ > keep;) {
-      auto& v = it->second;
-      while (!v.empty() && pooled_ > keep) {
-        Chunk c = std::move(v.back());
-        v.pop_back();
-        if (c.busy) (void)c.busy->wait();
-        Status s = vmm_.unmap(c.staging, c.bytes);
-        if (s) s = vmm_.release(c.staging, c.bytes);
-        if (s) s = vmm_.destroy(c.handle);
-        if (!s) log::warn("{}: dropping a pooled chunk failed: {}", name_, s.to_string());
-        pooled_ -= c.bytes;
+    for (bool wait : {false, true}) {
+      for (auto it = free_.begin(); it != free_.end() && pooled_ > keep;) {
+        auto& v = it->second;
+        for (size_t i = v.size(); i-- > 0 && pooled_ > keep;) {
+          if (!wait && v[i].busy && !v[i].busy->passed()) continue;
+          Chunk c = std::move(v[i]);
+          v.erase(v.begin() + static_cast<long>(i));
+          destroy(c);
+        }
+        it = v.empty() ? free_.erase(it) : std::next(it);
       }
-      it = v.empty() ? free_.erase(it) : std::next(it);
     }
+  }
+
+  // LOCKING: mu_ held.
+  void destroy(Chunk& c) {
+    if (c.busy) (void)c.busy->wait();
+    Status s = vmm_.unmap(c.staging, c.bytes);
+    if (s) s = vmm_.release(c.staging, c.bytes);
+    if (s) s = vmm_.destroy(c.handle);
+    if (!s) log::warn("{}: dropping a pooled chunk failed: {}", name_, s.to_string());
+    pooled_ -= c.bytes;
   }
 
   void publish() {

@@ -47,8 +47,9 @@ def parse_args(argv=None):
                    help="eager steps (on a side stream) before capture with --cuda-graphs")
     p.add_argument("--out", default=None, help="write losses and timings to this JSON file")
     p.add_argument("--signal-at-step", type=int, default=-1,
-                   help="after this step, send --signal to this process (used by the bench to take a "
-                        "stats snapshot) and sleep --signal-sleep seconds; not counted in step times")
+                   help="after this step, and again after the last one, send --signal to this process (used by "
+                        "the bench to take stats snapshots) and sleep --signal-sleep seconds; not counted in "
+                        "step times")
     p.add_argument("--signal", default="SIGUSR1")
     p.add_argument("--signal-sleep", type=float, default=1.0)
     a = p.parse_args(argv)
@@ -201,6 +202,11 @@ def main(argv=None):
             os.kill(os.getpid(), signal_num)
             time.sleep(a.signal_sleep)
 
+    if a.signal_at_step >= 0:
+        # A second dump after the last step: the stats at the end of the run do
+        # not depend on the exit-time dump.
+        os.kill(os.getpid(), signal_num)
+        time.sleep(a.signal_sleep)
     reserved = torch.cuda.max_memory_reserved()
     allocated = torch.cuda.max_memory_allocated()
     steady = sorted(times[min(len(times) - 1, a.warmup + 2 if a.cuda_graphs else 3):])
