@@ -17,7 +17,8 @@ vstack_status_t launch_bwd(const BwdParams& p, cudaStream_t stream) {
   if (e != cudaSuccess) return kernels::fail(VSTACK_ERR_CUDA, "attn bwd prep: launch: %s", cudaGetErrorString(e));
 
   auto kernel = bwd_kernel<T, D, Causal>;
-  if ((e = set_smem_once(kernel, t.smem_bytes)) != cudaSuccess)
+  static std::atomic<uint64_t> smem_set{0};  // one per instantiation of this function
+  if ((e = set_smem_once(kernel, t.smem_bytes, smem_set)) != cudaSuccess)
     return kernels::fail(VSTACK_ERR_CUDA, "attn bwd: cudaFuncSetAttribute(smem %d): %s", t.smem_bytes, cudaGetErrorString(e));
   const dim3 grid(ceil_div(p.s.seqlen_k, t.block_n), p.s.heads_kv, p.s.batch);
   kernel<<<grid, t.warps * 32, t.smem_bytes, stream>>>(p);

@@ -11,7 +11,8 @@ template <typename T, int D, bool Causal>
 vstack_status_t launch_fwd(const FwdParams& p, cudaStream_t stream) {
   constexpr FwdTile t = fwd_tile(D);
   auto kernel = fwd_kernel<T, D, Causal>;
-  cudaError_t e = set_smem_once(kernel, t.smem_bytes);
+  static std::atomic<uint64_t> smem_set{0};  // one per instantiation of this function
+  cudaError_t e = set_smem_once(kernel, t.smem_bytes, smem_set);
   if (e != cudaSuccess)
     return kernels::fail(VSTACK_ERR_CUDA, "attn fwd: cudaFuncSetAttribute(smem %d): %s", t.smem_bytes, cudaGetErrorString(e));
   const dim3 grid(ceil_div(int64_t(p.s.seqlen_q) * p.s.group, t.block_m), p.s.heads_kv, p.s.batch * p.num_splits);

@@ -13,9 +13,11 @@
 namespace vstack::attn {
 
 // Raises a kernel's dynamic shared-memory limit once per device (the call costs microseconds).
+// `done` must be a static of the caller that belongs to this kernel alone: every forward
+// kernel has the same function type, so a static in here would be shared by all of them
+// (it was: the first kernel launched set its limit and the others then failed to launch).
 template <typename Kernel>
-cudaError_t set_smem_once(Kernel kernel, int bytes) {
-  static std::atomic<uint64_t> done{0};
+cudaError_t set_smem_once(Kernel kernel, int bytes, std::atomic<uint64_t>& done) {
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return e;

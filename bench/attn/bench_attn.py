@@ -93,7 +93,7 @@ def bench_grid(args, out):
 
 def fmt_row(hd, causal, s, res):
     def v(name, i):
-        return f"{res[name][i]:.0f}" if res.get(name) else "n/a"  # noqa: E731
+        return f"{res[name][i]:.0f}" if res.get(name) else "n/a"
 
     def r(name, i):
         return f"{res['vstack'][i] / res[name][i]:.2f}" if res.get(name) and res.get("vstack") else "n/a"

@@ -60,8 +60,9 @@ TEST_CASE("split over keys only when the GPU would idle", "[attn][traits]") {
   CHECK(int64_t(dec) * 8 >= kH100Sms);  // at least one wave
   // Prefill: 16 heads x 4k queries x batch 4 is plenty of CTAs.
   CHECK(choose_num_splits(4, 16, 4096, 4096, 128, kH100Sms) == 1);
-  // Few keys: nothing to split.
-  CHECK(choose_num_splits(1, 1, 1, 100, 128, kH100Sms) == 1);
+  // Few keys: nothing to split, whatever the tile.
+  for (int d : {64, 128, 256}) CHECK(choose_num_splits(1, 1, 1, 100, d, kH100Sms) == 1);
+  CHECK(choose_num_splits(1, 1, 1, 1024, 128, kH100Sms) <= 1024 / kMinKeysPerSplit);
   // Never more than kMaxSplits, never < 1.
   CHECK(choose_num_splits(1, 1, 1, 1 << 24, 64, kH100Sms) <= kMaxSplits);
   CHECK(choose_num_splits(0, 1, 1, 1 << 20, 64, kH100Sms) == 1);
