@@ -63,12 +63,18 @@ def run_job(cmd, log, snapshot_dir=None, snapshot_to=None, timeout=1800):
                 except (OSError, ValueError):
                     pass
             else:
+                # The dump's own wall clock, not the file's mtime: on the GPU
+                # machines mtimes have whole-second resolution, so the dump
+                # taken right after the signal looked older than the signal.
                 for path in glob.glob(os.path.join(snapshot_dir, "*.json")):
                     try:
-                        if os.path.getmtime(path) >= t_sig:
-                            shutil.copy(path, snapshot_to)  # renamed into place whole: complete
+                        with open(path) as f:
+                            text = f.read()  # renamed into place whole: complete
+                        if json.loads(text).get("time_s", 0) >= t_sig:
+                            with open(snapshot_to, "w") as f:
+                                f.write(text)
                             return
-                    except OSError:
+                    except (OSError, ValueError):
                         pass
             time.sleep(0.02)
 
