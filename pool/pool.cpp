@@ -240,6 +240,13 @@ bool Pool::find(prim::DevPtr p, Range* r) const {
 
 uint64_t Pool::total_capacity() const { return capacity_; }
 
+int Pool::tier_of(prim::DevPtr p) const {
+  std::shared_lock g(mu_);
+  const Allocation* a = table_.find(p);
+  if (!a) return -2;
+  return a->pages[(p - a->va) / opts_.page_bytes].tier;
+}
+
 uint64_t Pool::committed() const {
   std::shared_lock g(mu_);
   return committed_;

@@ -136,6 +136,8 @@ class Pool {
   bool find(prim::DevPtr p, Range* r) const;
   uint64_t total_capacity() const;
   uint64_t committed() const;
+  // The tier index of the page holding p (-1: not backed yet; -2: not in the pool).
+  int tier_of(prim::DevPtr p) const;
 
   // --- references -------------------------------------------------------
   // Add the references of a parameter/extra buffer: every 8-byte word.

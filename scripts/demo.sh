@@ -8,15 +8,19 @@ set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 export PATH=$PATH:/usr/local/cuda/bin
-build=build
+# VSTACK_BUILD: build dir (default build); VSTACK_DEMO_NO_BUILD=1 uses it as it is
+# (a prebuilt dir carried to a GPU machine that lacks the build dependencies).
+build=${VSTACK_BUILD:-build}
 
 say() { echo "vstack demo: $*"; }
 
 # --- build (meson, build dir `build`) -------------------------------------------
-if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" || { say "meson setup failed (did scripts/setup.sh run?)"; exit 1; }
+if [ "${VSTACK_DEMO_NO_BUILD:-0}" != 1 ]; then
+  if [ ! -f "$build/build.ninja" ]; then
+    meson setup "$build" || { say "meson setup failed (did scripts/setup.sh run?)"; exit 1; }
+  fi
+  meson compile -C "$build" || { say "build failed"; exit 1; }
 fi
-meson compile -C "$build" || { say "build failed"; exit 1; }
 
 # --- a GPU? ------------------------------------------------------------------------
 if ! nvidia-smi -L >/dev/null 2>&1; then

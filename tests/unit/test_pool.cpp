@@ -201,3 +201,47 @@ TEST_CASE("the word scan finds pointers anywhere in a parameter buffer", "[pool]
   CHECK(refs.refs()[0].last == 3);
   CHECK(f.stats.global.scan_hits.load() == 1);
 }
+
+TEST_CASE("eviction takes the least recently used page first", "[pool][lru]") {
+  PoolFixture f(12 * MiB, 64 * MiB, 4 * MiB);  // room for three 4 MiB pages
+  auto a = f.pool->allocate(4 * MiB), b = f.pool->allocate(4 * MiB), c = f.pool->allocate(4 * MiB);
+  REQUIRE((a.is_ok() && b.is_ok() && c.is_ok()));
+  f.fill(a.value(), 4 * MiB, 1);
+  f.fill(b.value(), 4 * MiB, 2);
+  f.fill(c.value(), 4 * MiB, 3);
+  CHECK(f.check(a.value(), 4 * MiB, 1));  // a is now the most recent; b the least
+  auto d = f.pool->allocate(4 * MiB);
+  REQUIRE(d.is_ok());
+  f.fill(d.value(), 4 * MiB, 4);
+  CHECK(f.pool->tier_of(b.value()) == 1);
+  CHECK(f.pool->tier_of(a.value()) == 0);
+  CHECK(f.pool->tier_of(c.value()) == 0);
+  CHECK(f.pool->tier_of(d.value()) == 0);
+  // Next victim: c (a and d were used after it).
+  CHECK(f.check(b.value(), 4 * MiB, 2));
+  CHECK(f.pool->tier_of(c.value()) == 1);
+  CHECK(f.pool->tier_of(b.value()) == 0);
+  CHECK(f.pool->tier_of(0x10) == -2);
+}
+
+TEST_CASE("lru policy: idle pages first, then oldest use", "[pool][lru]") {
+  auto lru = pool::make_policy("lru");
+  REQUIRE(lru);
+  CHECK(pool::make_policy("belady") == nullptr);
+  pool::Page p[4];
+  std::vector<pool::Candidate> c = {{&p[0], 50, true}, {&p[1], 10, false}, {&p[2], 30, true}, {&p[3], 5, true}};
+  lru->order(c);
+  CHECK(c[0].page == &p[3]);
+  CHECK(c[1].page == &p[2]);
+  CHECK(c[2].page == &p[0]);
+  CHECK(c[3].page == &p[1]);  // busy: would make the fault wait for the device
+}
+
+TEST_CASE("a page's first touch backs every page of its allocation", "[pool]") {
+  PoolFixture f(16 * MiB, 64 * MiB, 4 * MiB);
+  auto a = f.pool->allocate(12 * MiB);
+  REQUIRE(a.is_ok());
+  CHECK(f.pool->tier_of(a.value()) == -1);
+  f.fill(a.value() + 5 * MiB, 1 * MiB, 9);  // touches the middle page only
+  for (uint64_t off = 0; off < 12 * MiB; off += 4 * MiB) CHECK(f.pool->tier_of(a.value() + off) >= 0);
+}
