@@ -19,14 +19,7 @@
 #include <cstring>
 #include <vector>
 
-#define CK(call)                                                                                              \
-  do {                                                                                                        \
-    cudaError_t e_ = (call);                                                                                  \
-    if (e_ != cudaSuccess) {                                                                                  \
-      std::fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_));       \
-      std::exit(2);                                                                                           \
-    }                                                                                                         \
-  } while (0)
+#include "../../tests/gpu/pager/common.cuh"  // CK(): every CUDA call checked
 
 __global__ void empty0() {}
 __global__ void empty8(float* a, float* b, float* c, float* d, float* e, float* f, float* g, float* h) {
