@@ -5,7 +5,7 @@
 namespace vstack::shim {
 
 CUresult allocate(CUdeviceptr* dptr, size_t bytes, bool ipc, const char* what) {
-  pool::Pool* pl = ensure_pool();
+  pool::Pool* pl = pool_ready();  // the caller checked the context
   const Rule* rule = match_rule(config(), bytes, ipc);
   if (rule && rule->action == RuleAction::passthrough) {
     if (Status s = pl->charge_gpu(bytes); !s) return to_cu(s, what);

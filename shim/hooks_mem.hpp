@@ -17,7 +17,7 @@ CUresult release(CUdeviceptr p, CUstream s, bool async, bool per_thread);
 template <class V>
 CUresult on_cuMemAlloc(const V& real, CUdeviceptr* dptr, size_t bytes) {
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!ensure_pool()) return real(dptr, bytes);
+  if (!pool_for_current_context()) return real(dptr, bytes);
   return allocate(dptr, bytes, false, "cuMemAlloc");
 }
 
@@ -25,7 +25,7 @@ template <class V>
 CUresult on_cuMemAllocPitch(const V& real, CUdeviceptr* dptr, size_t* pitch, size_t width, size_t height,
                             unsigned elem) {
   if (!dptr || !pitch || (elem != 4 && elem != 8 && elem != 16)) return CUDA_ERROR_INVALID_VALUE;
-  if (!ensure_pool()) return real(dptr, pitch, width, height, elem);
+  if (!pool_for_current_context()) return real(dptr, pitch, width, height, elem);
   const size_t p = (width + 511) / 512 * 512;  // the driver's texture pitch alignment
   CUresult r = allocate(dptr, p * height, false, "cuMemAllocPitch");
   if (r == CUDA_SUCCESS) *pitch = p;
@@ -35,7 +35,7 @@ CUresult on_cuMemAllocPitch(const V& real, CUdeviceptr* dptr, size_t* pitch, siz
 template <class V>
 CUresult on_cuMemAllocAsync(const V& real, CUdeviceptr* dptr, size_t bytes, CUstream s) {
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!ensure_pool()) return real(dptr, bytes, s);
+  if (!pool_for_current_context()) return real(dptr, bytes, s);
   // Served at once: the memory is valid before the stream reaches the call.
   return allocate(dptr, bytes, false, "cuMemAllocAsync");
 }
@@ -43,7 +43,7 @@ CUresult on_cuMemAllocAsync(const V& real, CUdeviceptr* dptr, size_t bytes, CUst
 template <class V>
 CUresult on_cuMemAllocFromPoolAsync(const V& real, CUdeviceptr* dptr, size_t bytes, CUmemoryPool mp, CUstream s) {
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
-  if (!ensure_pool()) return real(dptr, bytes, mp, s);
+  if (!pool_for_current_context()) return real(dptr, bytes, mp, s);
   bool ipc;
   {
     std::lock_guard g(side().mu);
@@ -82,7 +82,7 @@ CUresult on_cuMemPoolCreate(const V& real, CUmemoryPool* mp, const CUmemPoolProp
 CUresult mem_get_info(size_t* free, size_t* total);
 template <class V>
 CUresult on_cuMemGetInfo(const V& real, size_t* free, size_t* total) {
-  if (!ensure_pool()) return real(free, total);
+  if (!pool_for_current_context()) return real(free, total);
   return mem_get_info(free, total);
 }
 

@@ -156,6 +156,14 @@ pool::Pool* ensure_pool() {
   return s.pool.load(std::memory_order_acquire);
 }
 
+pool::Pool* pool_for_current_context() {
+  pool::Pool* p = ensure_pool();
+  if (!p) return nullptr;
+  CUcontext cur = nullptr;
+  if (real().cuCtxGetCurrent(&cur) != CUDA_SUCCESS || cur != state().ctx) return nullptr;
+  return p;
+}
+
 SideTables& side() { return state().side; }
 std::atomic<int>& captures_active() { return g_captures; }
 CUdevice pool_device() { return state().device; }

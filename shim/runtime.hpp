@@ -49,6 +49,10 @@ pool::Pool* pool_ready();
 // no current context yet. A pool that cannot be created is fatal (logged, abort):
 // vstack never runs a job silently without paging when asked to page.
 pool::Pool* ensure_pool();
+// ensure_pool(), but nullptr when the calling thread's current context is not
+// the pool's: vstack pages one device (the first one the job allocates on);
+// allocations in other contexts go to the driver untouched.
+pool::Pool* pool_for_current_context();
 
 // Pass-through allocations (rule passthrough): pointer -> bytes charged.
 struct SideTables {

@@ -149,7 +149,7 @@ class VmmBackend final : public Backend {
   prim::Location loc_;
   uint64_t cap_;
   TierStats* stats_;
-  mutable std::mutex mu_;
+  mutable RankedMutex<std::mutex, LockRank::tier> mu_;
   std::map<uint64_t, std::vector<Chunk>> free_;  // pooled chunks by size
   uint64_t chunk_bytes_ = 0;  // chunks handed out
   uint64_t pooled_ = 0;       // chunks kept for reuse

@@ -376,3 +376,31 @@ TEST_CASE("stats signal during a multi-threaded launch storm", "[shim][stats]") 
   for (auto b : bufs) CHECK(D.count_bad(b, 20 * MiB, static_cast<uint32_t>(b >> 21)) == 0);
   for (auto b : bufs) CU_OK(cuMemFree(b));
 }
+
+TEST_CASE("allocations in another device's context are not paged", "[shim][multidevice]") {
+  auto& D = drv();
+  int n = 0;
+  CU_OK(cuDeviceGetCount(&n));
+  REQUIRE(n >= 2);  // the test runs with FAKECUDA_DEVICES=2
+  CUdevice dev1;
+  CU_OK(cuDeviceGet(&dev1, 1));
+  CUcontext ctx1;
+  CU_OK(cuDevicePrimaryCtxRetain(&ctx1, dev1));
+  CU_OK(cuCtxSetCurrent(ctx1));
+  CUdeviceptr p = 0;
+  CU_OK(cuMemAlloc(&p, 4 * MiB));
+  int ordinal = -1;
+  CU_OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p));
+  CHECK(ordinal == 1);  // served by the driver on device 1, not by the pool of device 0
+  CU_OK(cuMemFree(p));
+  CU_OK(cuCtxSetCurrent(D.ctx));
+  CU_OK(cuMemAlloc(&p, 4 * MiB));
+  CU_OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p));
+  CHECK(ordinal == 0);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  CU_OK(cuMemGetAddressRange(&base, &size, p + 1));
+  CHECK(size == 4 * MiB);
+  CU_OK(cuMemFree(p));
+  CU_OK(cuDevicePrimaryCtxRelease(dev1));
+}
