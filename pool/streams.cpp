@@ -62,10 +62,11 @@ Status StreamTable::wait(StreamState& st, uint64_t n) {
 Status StreamTable::forget(prim::Stream s) {
   auto it = map_.find(key(s, false));
   if (it == map_.end()) return Status::ok();
-  // Everything launched on it must be waited for before the handle may be reused.
-  VSTACK_TRY(wait(*it->second, it->second->launched.load()));
-  map_.erase(it);
-  return Status::ok();
+  // Everything launched on it must complete before the handle goes away (no
+  // event can be recorded on it later). The state itself stays: pages keep
+  // pointers to it in Page::last_stream, and a new stream that reuses the
+  // handle simply continues its sequence.
+  return wait(*it->second, it->second->launched.load());
 }
 
 }  // namespace vstack::pool

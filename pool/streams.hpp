@@ -66,7 +66,8 @@ class StreamTable {
   Status wait(StreamState& st, uint64_t n);
   // Is every launch on st with seq <= n complete (after poll)?
   bool done_through(StreamState& st, uint64_t n);
-  // Forget a destroyed stream once its work is done. LOCKING: exclusive.
+  // A stream is being destroyed: wait for its work. Its state is kept (pages
+  // point to it). LOCKING: exclusive.
   Status forget(prim::Stream s);
 
   template <class F>

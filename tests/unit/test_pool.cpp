@@ -245,3 +245,20 @@ TEST_CASE("a page's first touch backs every page of its allocation", "[pool]") {
   f.fill(a.value() + 5 * MiB, 1 * MiB, 9);  // touches the middle page only
   for (uint64_t off = 0; off < 12 * MiB; off += 4 * MiB) CHECK(f.pool->tier_of(a.value() + off) >= 0);
 }
+
+TEST_CASE("pages last used on a destroyed stream can still be evicted", "[pool][streams]") {
+  PoolFixture f(8 * MiB, 64 * MiB, 4 * MiB);
+  auto a = f.pool->allocate(8 * MiB);
+  REQUIRE(a.is_ok());
+  f.stream = reinterpret_cast<prim::Stream>(0x1234);
+  f.fill(a.value(), 8 * MiB, 6);
+  REQUIRE(f.pool->stream_destroyed(f.stream).is_ok());
+  f.stream = reinterpret_cast<prim::Stream>(0x5678);
+  auto b = f.pool->allocate(8 * MiB);
+  REQUIRE(b.is_ok());
+  f.fill(b.value(), 8 * MiB, 7);  // evicts a, whose last use was on the destroyed stream
+  CHECK(f.pool->tier_of(a.value()) == 1);
+  CHECK(f.check(a.value(), 8 * MiB, 6));
+  CHECK(f.check(b.value(), 8 * MiB, 7));
+  CHECK(f.pool->validate());
+}
