@@ -461,22 +461,10 @@ Status Pool::evict_for(uint64_t bytes, const RefSet& keep) {
   constexpr size_t kSizeLookahead = 16;
   std::stable_partition(cand.begin(), cand.begin() + static_cast<long>(std::min(cand.size(), kSizeLookahead)),
                         [bytes](const Candidate& c) { return c.idle && c.page->bytes == bytes; });
-  // Note [Eviction head room]
-  // A promotion that takes the chunk its own eviction just emptied must wait
-  // for that device-to-host copy: the two directions then run one after the
-  // other (0.63 + 0.63 ms per 32 MiB page on H100) although the copy engines
-  // can run both at once. So evictions go a little further than needed, over
-  // idle pages only (never waiting for one): the next promotions find chunks
-  // whose copies out were enqueued a fault earlier.
   auto& gpu = *tiers_[0];
-  const uint64_t headroom = std::min(kHeadroomPages * opts_.page_bytes, gpu.capacity() / 8);
   uint64_t freed = 0;
   for (const Candidate& c : cand) {
-    const bool needed = gpu.used() + bytes > gpu.capacity();
-    if (!needed && (gpu.used() + bytes + headroom <= gpu.capacity() || !c.idle)) {
-      if (gpu.used() + bytes + headroom <= gpu.capacity()) return Status::ok();
-      continue;  // head room only from pages that are free to move now
-    }
+    if (gpu.used() + bytes <= gpu.capacity()) return Status::ok();
     Page& v = *c.page;
     if (v.tier != 0 || v.alloc->pinned || keeps(keep, v)) continue;  // the policy's pick is checked, not trusted
     // Demote to the first slower tier with room.

@@ -194,9 +194,6 @@ class Pool {
   void reap_timings();
   Result<tiers::Chunk> acquire_on(int tier, uint64_t bytes);
 
-  // Pages' worth of gpu chunks evict_for() frees beyond the need (Note [Eviction head room]).
-  static constexpr uint64_t kHeadroomPages = 4;
-
   prim::Vmm& vmm_;
   std::vector<std::unique_ptr<tiers::Backend>> tiers_;
   PoolOptions opts_;
