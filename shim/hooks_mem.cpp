@@ -4,12 +4,15 @@
 
 namespace vstack::shim {
 
-CUresult allocate(CUdeviceptr* dptr, size_t bytes, bool ipc, const char* what) {
+CUresult allocate(CUdeviceptr* dptr, size_t bytes, bool ipc, const char* what, RealAlloc real_alloc) {
   pool::Pool* pl = pool_ready();  // the caller checked the context
   const Rule* rule = match_rule(config(), bytes, ipc);
-  if (rule && rule->action == RuleAction::passthrough) {
+  // Memory from an IPC-exportable pool must stay exportable: never paged
+  // unless a rule says otherwise.
+  const bool passthrough = rule ? rule->action == RuleAction::passthrough : ipc;
+  if (passthrough) {
     if (Status s = pl->charge_gpu(bytes); !s) return to_cu(s, what);
-    CUresult r = real().cuMemAlloc_v2(dptr, bytes);
+    CUresult r = real_alloc(dptr);
     if (r != CUDA_SUCCESS) {
       pl->uncharge_gpu(bytes);
       return r;

@@ -4,21 +4,25 @@
 
 #include <cstring>
 
+#include "base/function_ref.hpp"
 #include "base/log.hpp"
 #include "shim/real.hpp"
 #include "shim/via.hpp"
 
 namespace vstack::shim {
 
-// Serve an allocation: from the pool, or pass-through by rule.
-CUresult allocate(CUdeviceptr* dptr, size_t bytes, bool ipc, const char* what);
+// Serve an allocation: from the pool, or by `real_alloc` (the driver's own
+// allocation of the entry point called) when a rule passes it through; a
+// pass-through allocation is charged to the gpu tier.
+using RealAlloc = FunctionRef<CUresult(CUdeviceptr*)>;
+CUresult allocate(CUdeviceptr* dptr, size_t bytes, bool ipc, const char* what, RealAlloc real_alloc);
 CUresult release(CUdeviceptr p, CUstream s, bool async, bool per_thread);
 
 template <class V>
 CUresult on_cuMemAlloc(const V& real, CUdeviceptr* dptr, size_t bytes) {
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
   if (!pool_for_current_context()) return real(dptr, bytes);
-  return allocate(dptr, bytes, false, "cuMemAlloc");
+  return allocate(dptr, bytes, false, "cuMemAlloc", [&](CUdeviceptr* d) { return real(d, bytes); });
 }
 
 template <class V>
@@ -27,7 +31,8 @@ CUresult on_cuMemAllocPitch(const V& real, CUdeviceptr* dptr, size_t* pitch, siz
   if (!dptr || !pitch || (elem != 4 && elem != 8 && elem != 16)) return CUDA_ERROR_INVALID_VALUE;
   if (!pool_for_current_context()) return real(dptr, pitch, width, height, elem);
   const size_t p = (width + 511) / 512 * 512;  // the driver's texture pitch alignment
-  CUresult r = allocate(dptr, p * height, false, "cuMemAllocPitch");
+  CUresult r = allocate(dptr, p * height, false, "cuMemAllocPitch",
+                        [&](CUdeviceptr* d) { return shim::real().cuMemAlloc_v2(d, p * height); });
   if (r == CUDA_SUCCESS) *pitch = p;
   return r;
 }
@@ -37,7 +42,7 @@ CUresult on_cuMemAllocAsync(const V& real, CUdeviceptr* dptr, size_t bytes, CUst
   if (!dptr) return CUDA_ERROR_INVALID_VALUE;
   if (!pool_for_current_context()) return real(dptr, bytes, s);
   // Served at once: the memory is valid before the stream reaches the call.
-  return allocate(dptr, bytes, false, "cuMemAllocAsync");
+  return allocate(dptr, bytes, false, "cuMemAllocAsync", [&](CUdeviceptr* d) { return real(d, bytes, s); });
 }
 
 template <class V>
@@ -49,11 +54,7 @@ CUresult on_cuMemAllocFromPoolAsync(const V& real, CUdeviceptr* dptr, size_t byt
     std::lock_guard g(side().mu);
     ipc = side().ipc_pools.count(mp) != 0;
   }
-  if (ipc && !match_rule(config(), bytes, true)) {
-    // Memory from an IPC-exportable pool must stay exportable: never paged.
-    return real(dptr, bytes, mp, s);
-  }
-  return allocate(dptr, bytes, ipc, "cuMemAllocFromPoolAsync");
+  return allocate(dptr, bytes, ipc, "cuMemAllocFromPoolAsync", [&](CUdeviceptr* d) { return real(d, bytes, mp, s); });
 }
 
 template <class V>

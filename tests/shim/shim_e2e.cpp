@@ -404,3 +404,42 @@ TEST_CASE("allocations in another device's context are not paged", "[shim][multi
   CU_OK(cuMemFree(p));
   CU_OK(cuDevicePrimaryCtxRelease(dev1));
 }
+
+// Run with tests/shim/rules.json (hidden: `shim_e2e [.rules]`).
+TEST_CASE("config rules: pass-through and pinned allocations", "[.rules]") {
+  auto& D = drv();
+  size_t free0 = 0, total = 0;
+  CU_OK(cuMemGetInfo(&free0, &total));
+  // Pass-through: the driver's own memory, so it can be IPC-exported; charged to the gpu tier.
+  CUdeviceptr pt = 0;
+  CU_OK(cuMemAlloc(&pt, 3 * MiB + 4096));
+  CUipcMemHandle h;
+  CHECK(cuIpcGetMemHandle(&h, pt) == CUDA_SUCCESS);
+  size_t free1 = 0;
+  CU_OK(cuMemGetInfo(&free1, &total));
+  CHECK(free0 - free1 == 3 * MiB + 4096);
+  CU_OK(D.launch_fill(pt, 3 * MiB + 4096, 11));
+  CHECK(D.count_bad(pt, 3 * MiB + 4096, 11) == 0);
+  // A paged allocation of another size is refused for IPC.
+  CUdeviceptr paged = 0;
+  CU_OK(cuMemAlloc(&paged, 3 * MiB));
+  CHECK(cuIpcGetMemHandle(&h, paged) == CUDA_ERROR_NOT_SUPPORTED);
+  // Pinned: survives pressure of 3x the gpu tier on the gpu, data intact.
+  CUdeviceptr pin = 0;
+  CU_OK(cuMemAlloc(&pin, 6 * MiB));
+  CU_OK(D.launch_fill(pin, 6 * MiB, 12));
+  std::vector<CUdeviceptr> pressure(6);
+  for (auto& p : pressure) {
+    CU_OK(cuMemAlloc(&p, 32 * MiB));
+    CU_OK(D.launch_fill(p, 32 * MiB, 13));
+  }
+  CHECK(D.count_bad(pin, 6 * MiB, 12) == 0);
+  CHECK(D.count_bad(pt, 3 * MiB + 4096, 11) == 0);
+  for (auto p : pressure) CU_OK(cuMemFree(p));
+  CU_OK(cuMemFree(pin));
+  CU_OK(cuMemFree(paged));
+  CU_OK(cuMemFree(pt));
+  size_t free2 = 0;
+  CU_OK(cuMemGetInfo(&free2, &total));
+  CHECK(free2 == free0);
+}
