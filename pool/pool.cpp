@@ -181,14 +181,14 @@ Status Pool::free(prim::DevPtr ptr) {
   return Status::ok();
 }
 
-Status Pool::free_async(prim::DevPtr ptr, prim::Stream stream, bool per_thread) {
+Status Pool::free_async(prim::DevPtr ptr, prim::Stream stream) {
   std::unique_lock g(mu_);
   Allocation* a = table_.find(ptr);
   if (!a || a->va != ptr) return Status(Code::not_found, "not a pool allocation base");
   prim::Event ev = nullptr;
   VSTACK_TRY(vmm_.event_create(&ev, false));
   auto fence = std::make_shared<tiers::Fence>(vmm_, ev);
-  (void)per_thread;  // the event is recorded by the calling thread, so its per-thread stream is right
+  // Recorded by the calling thread: CU_STREAM_PER_THREAD lands on its own stream.
   VSTACK_TRY(vmm_.event_record(ev, stream));
   // The VA stays reserved (and in the page table) until the stream catches up,
   // so nothing else can be placed there while enqueued work may still use it.

@@ -121,7 +121,7 @@ class Pool {
   // Frees after every launch that used it completed. not_found if p is not an allocation base.
   Status free(prim::DevPtr p);
   // Frees once the work enqueued on `stream` so far has completed.
-  Status free_async(prim::DevPtr p, prim::Stream stream, bool per_thread);
+  Status free_async(prim::DevPtr p, prim::Stream stream);
   // Memory outside the pool that counts against the gpu tier (pass-through
   // allocations, the application's own cuMemCreate): evicts to make room.
   Status charge_gpu(uint64_t bytes);

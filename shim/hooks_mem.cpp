@@ -59,7 +59,7 @@ CUresult release(CUdeviceptr p, CUstream s, bool async, bool per_thread) {
   Status st;
   {
     RelaxedCapture relaxed;
-    st = async ? pl->free_async(p, target(s, per_thread).stream, per_thread) : pl->free(p);
+    st = async ? pl->free_async(p, target(s, per_thread).stream) : pl->free(p);
   }
   pl->reap();
   return to_cu(st, async ? "cuMemFreeAsync" : "cuMemFree");

@@ -158,7 +158,7 @@ TEST_CASE("free_async releases only after the stream passed the free", "[pool]")
   REQUIRE(a.is_ok());
   f.fill(a.value(), 4 * MiB, 1);
   f.vmm.hold_events(true);
-  CHECK(f.pool->free_async(a.value(), f.stream, false).is_ok());
+  CHECK(f.pool->free_async(a.value(), f.stream).is_ok());
   f.pool->reap();
   CHECK(f.pool->committed() == 4 * MiB);  // still pending
   f.vmm.complete_events();
