@@ -12,7 +12,7 @@
 
 namespace vstack {
 
-inline constexpr int STATS_VERSION = 1;
+inline constexpr int STATS_VERSION = 2;  // 2: stall_wait_ns, stall_remap_ns
 inline constexpr int kMaxTiers = 8;
 
 struct TierStats {

@@ -512,6 +512,7 @@ Status Pool::migrate(Page& p, tiers::Chunk dst, int to) {
   if (!st) return fail(st);
   // Remap the application's VA now: nothing in flight uses the page (it is
   // idle) and later users wait for `end` on the device.
+  const uint64_t t_remap = now_ns();
   st = vmm_.unmap(p.va, p.bytes);
   if (!st) return fail(st);
   st = vmm_.map(p.va, p.bytes, dst.handle);
@@ -521,6 +522,7 @@ Status Pool::migrate(Page& p, tiers::Chunk dst, int to) {
     if (!back) log::error("page {:#x}: remap failed and restoring the old mapping failed: {}", p.va, back.to_string());
     return fail(st);
   }
+  add(stats_.global.stall_remap_ns, now_ns() - t_remap);
   tiers::Chunk old = std::move(p.chunk);
   old.busy = end;
   tiers_[from]->release(std::move(old));
@@ -576,6 +578,14 @@ bool Pool::page_idle(Page& p) {
 Status Pool::wait_idle(Page& p) {
   // LOCKING: mu_ exclusive.
   if (page_idle(p)) return Status::ok();
+  const uint64_t t0 = now_ns();
+  Status s = wait_busy(p);
+  add(stats_.global.stall_wait_ns, now_ns() - t0);
+  return s;
+}
+
+Status Pool::wait_busy(Page& p) {
+  // LOCKING: mu_ exclusive.
   if (p.alloc->opaque) return wait_all_idle();
   StreamState* s = p.last_stream.load(std::memory_order_relaxed);
   const uint64_t n = p.last_use.load(std::memory_order_relaxed);

@@ -187,6 +187,7 @@ class Pool {
   Status map_chunk(Page& p, tiers::Chunk c, int tier);
   bool page_idle(Page& p);
   Status wait_idle(Page& p);
+  Status wait_busy(Page& p);
   Status wait_all_idle();
   Status release_allocation(Allocation* a);
   void stamp(const RefSet& refs, StreamState* st, uint64_t seq);

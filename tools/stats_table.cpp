@@ -131,6 +131,10 @@ Result<std::string> format_stats_table(const json& dump) {
   double pt = rd.number(g, "passthrough_allocations", gw);
   double pt_bytes = rd.number(g, "passthrough_bytes", gw);
   double app_vmm = rd.number(g, "app_vmm_bytes", gw);
+  // Since STATS_VERSION 2; absent from older dumps.
+  const bool split = g.contains("stall_wait_ns") && g.contains("stall_remap_ns");
+  double stall_wait = split ? rd.number(g, "stall_wait_ns", gw) : 0;
+  double stall_remap = split ? rd.number(g, "stall_remap_ns", gw) : 0;
   if (!rd.error.empty()) return Status{Code::invalid_value, rd.error};
 
   if (tit->empty()) out += "(no tiers yet: the pool has not started)\n";
@@ -138,6 +142,8 @@ Result<std::string> format_stats_table(const json& dump) {
   out += "\n";
   out += render({
       {"stalled", format_ns(stall), "", "launches", count(launches), "", "faulted", count(faulted)},
+      {"  waiting", split ? format_ns(stall_wait) : "-", "", "  remapping", split ? format_ns(stall_remap) : "-", "",
+       "", ""},
       {"scan hits", count(hits), "", "scan words", count(words), "", "copies", count(copies)},
       {"evictions", count(evictions), "", "backed pages", count(backed), "", "OOM returns", count(oom)},
       {"allocations", count(allocs) + " (" + format_bytes(alloc_bytes) + ")", "", "pass-through",

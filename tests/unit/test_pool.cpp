@@ -108,6 +108,8 @@ TEST_CASE("a page is not moved while a launch that used it may still run", "[poo
   // The pool must have waited (event_sync completes held events in the fake);
   // a's pages moved and b is on the gpu.
   CHECK(f.tier_pages(0) == 2);
+  CHECK(f.stats.global.stall_wait_ns.load() > 0);
+  CHECK(f.stats.global.stall_remap_ns.load() > 0);
   f.vmm.hold_events(false);
   f.vmm.complete_events();
   CHECK(f.check(a.value(), 8 * MiB, 3));
