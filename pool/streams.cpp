@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+
 namespace vstack::pool {
 
 uint64_t StreamTable::key(prim::Stream s, bool per_thread) {
@@ -49,8 +51,11 @@ bool StreamTable::done_through(StreamState& st, uint64_t n) {
 Status StreamTable::wait(StreamState& st, uint64_t n) {
   if (done_through(st, n)) return Status::ok();
   VSTACK_TRY(flush(st));
+  // A page used from several streams carries the highest sequence number of
+  // any of them; on this stream, everything launched up to there counts.
+  const uint64_t target = std::min(n, st.launched.load(std::memory_order_relaxed));
   for (auto& [seq, fence] : st.inflight) {
-    if (seq >= n) {
+    if (seq >= target) {
       VSTACK_TRY(fence->wait());
       break;
     }

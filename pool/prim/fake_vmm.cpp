@@ -184,7 +184,7 @@ Result<EventState> FakeVmm::event_query(Event e) {
 Status FakeVmm::event_sync(Event e) {
   std::lock_guard g(mu_);
   if (!events_.count(e)) return invalid("event_sync: unknown event");
-  pending_.erase(e);
+  if (pending_.erase(e)) ++syncs_;
   return Status::ok();
 }
 Result<float> FakeVmm::event_elapsed_ms(Event, Event) { return 0.001f; }

@@ -29,6 +29,7 @@ class FakeVmm final : public Vmm {
   void complete_events();
   uint64_t maps() const { return maps_; }
   uint64_t copies() const { return copies_; }
+  uint64_t syncs() const { return syncs_; }  // event_sync calls on pending events
   size_t live_handles() const;
   size_t live_reservations() const;
 
@@ -71,7 +72,7 @@ class FakeVmm final : public Vmm {
   bool hold_ = false;
   int fail_creates_ = 0;
   Handle next_handle_ = 1;
-  uint64_t maps_ = 0, copies_ = 0;
+  uint64_t maps_ = 0, copies_ = 0, syncs_ = 0;
   uintptr_t next_token_ = 0x1000;
 };
 

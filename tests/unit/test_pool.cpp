@@ -264,3 +264,25 @@ TEST_CASE("pages last used on a destroyed stream can still be evicted", "[pool][
   CHECK(f.check(b.value(), 8 * MiB, 7));
   CHECK(f.pool->validate());
 }
+
+TEST_CASE("a page used from two streams waits for both before it moves", "[pool][streams]") {
+  PoolFixture f(8 * MiB, 64 * MiB, 4 * MiB);
+  auto a = f.pool->allocate(8 * MiB);
+  REQUIRE(a.is_ok());
+  const auto sa = reinterpret_cast<prim::Stream>(0xA0), sb = reinterpret_cast<prim::Stream>(0xB0);
+  f.stream = sa;
+  f.fill(a.value(), 8 * MiB, 1);
+  f.vmm.hold_events(true);  // from here on the "device" does not finish by itself
+  f.fill(a.value(), 8 * MiB, 2);  // on stream A
+  f.stream = sb;
+  f.fill(a.value(), 8 * MiB, 3);  // on stream B: a's pages now carry B's (higher) sequence number
+  const uint64_t before = f.vmm.syncs();
+  auto b = f.pool->allocate(8 * MiB);
+  REQUIRE(b.is_ok());
+  f.stream = reinterpret_cast<prim::Stream>(0xC0);
+  f.fill(b.value(), 8 * MiB, 4);  // evicts a: must wait for A's launch as well as B's
+  CHECK(f.vmm.syncs() - before >= 2);
+  f.vmm.hold_events(false);
+  f.vmm.complete_events();
+  CHECK(f.check(a.value(), 8 * MiB, 3));
+}
