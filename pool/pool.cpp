@@ -316,14 +316,7 @@ Result<int> Pool::access(const Target& t, Collect collect, Enqueue enqueue) {
         for (uint32_t i = r.first; i < r.last && fast; ++i) fast = r.alloc->pages[i].fast.load(std::memory_order_acquire);
         if (!fast) break;
       }
-      if (fast) {
-        const uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
-        stamp(refs, st, seq);
-        st->note_launch(seq);
-        int rc = enqueue();
-        if (st->eager) (void)streams_.flush(*st);  // only this thread uses its per-thread stream
-        return rc;
-      }
+      if (fast) return enqueue_recorded(refs, *st, enqueue);
     }
   }
   // Slow path: fault handling under the exclusive lock.
@@ -338,19 +331,19 @@ Result<int> Pool::access(const Target& t, Collect collect, Enqueue enqueue) {
     if (s.code() == Code::out_of_memory) add(stats_.global.oom_returns, 1);
     return s;
   }
-  int rc;
-  if (t.capturing) {
-    rc = enqueue();
-  } else {
-    StreamState* st = streams_.get(t.stream, t.per_thread);
-    const uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
-    stamp(refs, st, seq);
-    st->note_launch(seq);
-    rc = enqueue();
-    if (st->eager) (void)streams_.flush(*st);
-  }
+  const int rc = t.capturing ? enqueue() : enqueue_recorded(refs, *streams_.get(t.stream, t.per_thread), enqueue);
   add(stats_.global.stall_ns, now_ns() - t0);
   VSTACK_EXPENSIVE(VSTACK_CHECK(validate()));
+  return rc;
+}
+
+int Pool::enqueue_recorded(const RefSet& refs, StreamState& st, Enqueue enqueue) {
+  // LOCKING: mu_ held (shared or exclusive): no page can move until the work is enqueued.
+  const uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  stamp(refs, &st, seq);
+  st.note_launch(seq);
+  const int rc = enqueue();
+  if (st.eager) (void)streams_.flush(st);  // only this thread uses its per-thread stream
   return rc;
 }
 
@@ -393,8 +386,6 @@ void Pool::set_fast(Page& p) {
   p.fast.store(p.tier == 0 && !p.ready, std::memory_order_release);
 }
 
-Result<tiers::Chunk> Pool::acquire_on(int tier, uint64_t bytes) { return tiers_[tier]->acquire(bytes); }
-
 Status Pool::map_chunk(Page& p, tiers::Chunk c, int tier) {
   // LOCKING: mu_ exclusive. p is unbacked.
   Status s = vmm_.map(p.va, p.bytes, c.handle);
@@ -415,14 +406,14 @@ Status Pool::map_chunk(Page& p, tiers::Chunk c, int tier) {
 
 Status Pool::back_page(Page& p, bool want_gpu, const RefSet& keep) {
   // LOCKING: mu_ exclusive.
-  auto c = acquire_on(0, p.bytes);
+  auto c = tiers_[0]->acquire(p.bytes);
   if (!c && want_gpu && c.status().code() == Code::out_of_memory) {
     Status e = evict_for(p.bytes, keep);
-    if (e) c = acquire_on(0, p.bytes);
+    if (e) c = tiers_[0]->acquire(p.bytes);
   }
   if (c) return map_chunk(p, std::move(c).value(), 0);
   for (int t = 1; t < static_cast<int>(tiers_.size()); ++t) {
-    auto ct = acquire_on(t, p.bytes);
+    auto ct = tiers_[t]->acquire(p.bytes);
     if (ct) return map_chunk(p, std::move(ct).value(), t);
   }
   return Status(Code::out_of_memory, "no tier has room for a " + std::to_string(p.bytes) + "-byte page");
@@ -430,11 +421,11 @@ Status Pool::back_page(Page& p, bool want_gpu, const RefSet& keep) {
 
 Status Pool::promote(Page& p, const RefSet& keep) {
   // LOCKING: mu_ exclusive.
-  auto c = acquire_on(0, p.bytes);
+  auto c = tiers_[0]->acquire(p.bytes);
   if (!c) {
     if (c.status().code() != Code::out_of_memory) return c.status();
     if (!evict_for(p.bytes, keep)) return Status::ok();  // nothing can make room: stays remote (still mapped)
-    c = acquire_on(0, p.bytes);
+    c = tiers_[0]->acquire(p.bytes);
     if (!c) return Status::ok();
   }
   Status s = wait_idle(p);
@@ -470,7 +461,7 @@ Status Pool::evict_for(uint64_t bytes, const RefSet& keep) {
     // Demote to the first slower tier with room.
     for (int t = 1; t < static_cast<int>(tiers_.size()); ++t) {
       if (v.alloc->opaque && tiers_[t]->kind() == TierKind::nvme) continue;
-      auto dst = acquire_on(t, v.bytes);
+      auto dst = tiers_[t]->acquire(v.bytes);
       if (!dst) continue;
       VSTACK_TRY(wait_idle(v));
       VSTACK_TRY(migrate(v, std::move(dst).value(), t));

@@ -191,9 +191,10 @@ class Pool {
   Status wait_all_idle();
   Status release_allocation(Allocation* a);
   void stamp(const RefSet& refs, StreamState* st, uint64_t seq);
+  // Take a sequence number, stamp the referenced pages, then enqueue.
+  int enqueue_recorded(const RefSet& refs, StreamState& st, Enqueue enqueue);
   void set_fast(Page& p);
   void reap_timings();
-  Result<tiers::Chunk> acquire_on(int tier, uint64_t bytes);
 
   prim::Vmm& vmm_;
   std::vector<std::unique_ptr<tiers::Backend>> tiers_;

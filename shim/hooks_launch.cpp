@@ -76,7 +76,7 @@ void add_graph_node(CUgraphExec exec, const CUDA_KERNEL_NODE_PARAMS& p) {
   w.insert(w.end(), words.begin(), words.end());
 }
 
-CUresult graph_launch(CUgraphExec exec, CUstream s, bool per_thread, const std::function<CUresult()>& enqueue) {
+CUresult graph_launch(CUgraphExec exec, CUstream s, bool per_thread, FunctionRef<CUresult()> enqueue) {
   pool::Pool* pl = pool_ready();
   add(stats().global.launches, 1);
   SideTables::GraphRefs refs;

@@ -1,8 +1,8 @@
 // Handlers: kernel launches, graphs, stream capture, stream destruction.
 #pragma once
 
-#include <functional>
 
+#include "base/function_ref.hpp"
 #include "shim/scan.hpp"
 #include "shim/via.hpp"
 
@@ -43,7 +43,7 @@ CUresult on_cuLaunchCooperativeKernel(const V& real, CUfunction f, unsigned gx, 
 // instantiation (and update), and made resident at each graph launch.
 void record_graph(CUgraphExec exec, CUgraph graph);
 void add_graph_node(CUgraphExec exec, const CUDA_KERNEL_NODE_PARAMS& p);
-CUresult graph_launch(CUgraphExec exec, CUstream s, bool per_thread, const std::function<CUresult()>& enqueue);
+CUresult graph_launch(CUgraphExec exec, CUstream s, bool per_thread, FunctionRef<CUresult()> enqueue);
 
 template <class V>
 CUresult on_cuGraphInstantiateWithFlags(const V& real, CUgraphExec* exec, CUgraph g, unsigned long long flags) {

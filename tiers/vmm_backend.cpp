@@ -53,10 +53,7 @@ class VmmBackend final : public Backend {
       publish();
       return c;
     }
-    if (chunk_bytes_ + charged_ + bytes > cap_)
-      return Status(Code::out_of_memory, name_ + " tier full");
-    // Make physical room by dropping pooled chunks of other sizes.
-    trim_locked(cap_ - chunk_bytes_ - charged_ - bytes);
+    VSTACK_TRY(make_room_locked(bytes));
     Chunk c;
     c.bytes = bytes;
     Status s = vmm_.create(loc_, bytes, &c.handle);
@@ -86,8 +83,7 @@ class VmmBackend final : public Backend {
 
   Status charge(uint64_t bytes) override {
     std::lock_guard g(mu_);
-    if (chunk_bytes_ + charged_ + bytes > cap_) return Status(Code::out_of_memory, name_ + " tier full");
-    trim_locked(cap_ - chunk_bytes_ - charged_ - bytes);
+    VSTACK_TRY(make_room_locked(bytes));
     charged_ += bytes;
     publish();
     return Status::ok();
@@ -111,6 +107,14 @@ class VmmBackend final : public Backend {
   }
 
  private:
+  // LOCKING: mu_ held. out_of_memory if `bytes` more would exceed the
+  // capacity; else drops pooled chunks (of other sizes) until they fit physically.
+  Status make_room_locked(uint64_t bytes) {
+    if (chunk_bytes_ + charged_ + bytes > cap_) return Status(Code::out_of_memory, name_ + " tier full");
+    trim_locked(cap_ - chunk_bytes_ - charged_ - bytes);
+    return Status::ok();
+  }
+
   // LOCKING: mu_ held. Chunks no copy is still using go first, so that making
   // room rarely waits for the copy that just emptied a chunk.
   void trim_locked(uint64_t keep) {
