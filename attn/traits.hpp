@@ -45,6 +45,28 @@ VSTACK_ATTN_HD constexpr FwdTile fwd_tile(int head_dim) {
   return FwdTile{warps, m_tiles, block_m, block_n, q_in_regs, smem};
 }
 
+// Forward on Hopper (fwd_sm90_kernel.cuh): warp-specialised, one producer warpgroup (TMA loads of
+// K and V) and `consumer_wgs` warpgroups of 64 query rows each (wgmma; S and P stay in registers).
+// K and V tiles of block_n keys in `stages` buffers, each an SW128 block per 64 head-dim columns.
+// Registers per consumer thread: O = head_dim / 2, S = block_n / 2 (fp32), P = block_n / 4 (16-bit
+// pairs): 160 at hd128 / 128 keys, 176 at hd256 / 64 keys, under the 240 that setmaxnreg gives.
+struct FwdSm90Tile {
+  int consumer_wgs;
+  int block_m;  // = 64 * consumer_wgs
+  int block_n;
+  int stages;
+  int smem_bytes;  // Q + stages x (K + V) + 1 KiB for the 1024-byte alignment + the mbarriers
+};
+
+VSTACK_ATTN_HD constexpr FwdSm90Tile fwd_sm90_tile(int head_dim) {
+  const int wgs = 2;
+  const int block_m = 64 * wgs;
+  const int block_n = head_dim <= 128 ? 128 : 64;
+  const int stages = 2;
+  const int smem = block_m * head_dim * 2 + stages * 2 * block_n * head_dim * 2 + 1024 + 256;
+  return FwdSm90Tile{wgs, block_m, block_n, stages, smem};
+}
+
 // Backward: a CTA owns block_n keys of one key/value head and loops over the packed
 // query rows in tiles of block_m. Its 8 warps take three roles in turn:
 //   phase 1: S^T, dP^T for (block_n keys) x (block_m queries): key groups of 16 x query splits;

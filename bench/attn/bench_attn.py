@@ -7,6 +7,7 @@ them: forward 4 * B * H * Sq * Sk * D (halved for causal), backward 2.5x the for
 Median of --reps timed runs (CUDA events) after warm-up. Also: decode (Sq = 1, split over keys)
 and peak memory at 16k against the math backend.
 Usage: VSTACK_KERNELS_LIB=... python3 bench/attn/bench_attn.py [--quick] [--out FILE.md]
+       [--only grid,decode,memory] [--hd 128] [--seqlens 4096,16384] [--causal no|yes|both] [--fwd-only]
 """
 import argparse
 import math
@@ -59,10 +60,13 @@ def bench_grid(args, out):
         seqlens, hds = [1024, 4096, 16384], [64, 128, 256]
     if args.hd:
         hds = [int(x) for x in args.hd.split(",")]
+    if args.seqlens:
+        seqlens = [int(x) for x in args.seqlens.split(",")]
+    causals = {"no": (False,), "yes": (True,), "both": (False, True)}[args.causal]
     fns = {k: f for k, f in impls().items() if k in args.impls.split(",")}
     rows = []
     for hd in hds:
-        for causal in (False, True):
+        for causal in causals:
             for s in seqlens:
                 b, h = 16384 // s, 2048 // hd
                 q, k, v = (torch.randn(b, h, s, hd, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -72,7 +76,11 @@ def bench_grid(args, out):
                 res = {}
                 for name, f in fns.items():
                     try:
-                        tf = timed(lambda: f(q, k, v, causal), args.reps)
+                        with torch.no_grad():
+                            tf = timed(lambda: f(q, k, v, causal), args.reps)
+                        if args.fwd_only:
+                            res[name] = (flops / tf / 1e9, None, None)
+                            continue
 
                         def fb():
                             q.grad = k.grad = v.grad = None
@@ -93,10 +101,11 @@ def bench_grid(args, out):
 
 def fmt_row(hd, causal, s, res):
     def v(name, i):
-        return f"{res[name][i]:.0f}" if res.get(name) else "n/a"
+        return f"{res[name][i]:.0f}" if res.get(name) and res[name][i] is not None else "n/a"
 
     def r(name, i):
-        return f"{res['vstack'][i] / res[name][i]:.2f}" if res.get(name) and res.get("vstack") else "n/a"
+        ok = res.get(name) and res.get("vstack") and res[name][i] is not None and res["vstack"][i] is not None
+        return f"{res['vstack'][i] / res[name][i]:.2f}" if ok else "n/a"
 
     return (f"| {hd} | {'yes' if causal else 'no'} | {s} | {v('vstack', 0)} | {v('sdpa-flash', 0)} | {v('sdpa-cudnn', 0)} "
             f"| {v('vstack', 2)} | {v('sdpa-flash', 2)} | {v('sdpa-cudnn', 2)} | {v('vstack', 1)} | {v('sdpa-flash', 1)} "
@@ -181,6 +190,9 @@ def main():
     ap.add_argument("--only", default="grid,decode,memory")
     ap.add_argument("--hd", default="", help="head dims of the grid, e.g. 128 (default: 64,128,256)")
     ap.add_argument("--impls", default="vstack,sdpa-flash,sdpa-cudnn")
+    ap.add_argument("--seqlens", default="", help="seqlens of the grid, e.g. 4096,16384 (default: 512 ... 16384)")
+    ap.add_argument("--causal", default="both", choices=["no", "yes", "both"])
+    ap.add_argument("--fwd-only", action="store_true", help="time the forward alone (no backward columns)")
     args = ap.parse_args()
     out = [f"Device: {torch.cuda.get_device_name()}, torch {torch.__version__}; TFLOPS, median of {args.reps}.", ""]
     parts = args.only.split(",")

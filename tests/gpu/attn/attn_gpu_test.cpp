@@ -336,6 +336,12 @@ int main(int argc, char** argv) {
         cases.push_back({bf16, d, 2, 4, 2, 1, 700, causal, Layout::bshd, 3, false});      // decode, forced split
         cases.push_back({bf16, d, 1, 3, 3, 200, 200, causal, Layout::bshd, 0, true});     // [B, S, H, D]
         cases.push_back({bf16, d, 3, 4, 2, 150, 170, causal, Layout::varlen, 0, true});   // variable lengths
+        // Several rounds through the K/V stages of the sm90 forward (forward only: the CPU reference
+        // of the backward is slow at these lengths): GQA with Sq < Sk, then Sq > Sk (causal rows that
+        // see no key) in [B, S, H, D], then decode without a split.
+        cases.push_back({bf16, d, 1, 4, 2, 520, 700, causal, Layout::bhsd, 1, false});
+        cases.push_back({bf16, d, 2, 2, 2, 600, 333, causal, Layout::bshd, 1, false});
+        cases.push_back({bf16, d, 1, 8, 1, 1, 1100, causal, Layout::bhsd, 1, false});
         if (!quick) {
           cases.push_back({bf16, d, 1, 16, 16, 65, 65, causal, Layout::bhsd, 0, true});   // many heads
           cases.push_back({bf16, d, 1, 4, 4, 333, 333, causal, Layout::bhsd, 4, true});   // forced split, prefill

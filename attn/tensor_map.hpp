@@ -1,0 +1,77 @@
+// Host side of the Hopper forward: is the current device an sm_90 part, and the TMA tensor
+// maps of K and V. cuTensorMapEncodeTiled is a driver function: it is fetched through
+// cudaGetDriverEntryPointByVersion, so that libvstack_kernels.so does not link libcuda.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap and its enums (types only)
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "attn/params.hpp"
+
+namespace vstack::attn {
+
+// 1: the current device is compute capability 9.0 (runs sm_90a code); 0: it is not; the answer
+// is cached per device (the query costs microseconds that show at decode sizes).
+inline bool device_is_sm90() {
+  static std::atomic<int> cache[64];  // 0 unknown, 1 no, 2 yes
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (dev >= 0 && dev < 64) {
+    const int c = cache[dev].load(std::memory_order_relaxed);
+    if (c != 0) return c == 2;
+  }
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return false;
+  const bool yes = major == 9 && minor == 0;
+  if (dev >= 0 && dev < 64) cache[dev].store(yes ? 2 : 1, std::memory_order_relaxed);
+  return yes;
+}
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+inline EncodeTiledFn encode_tiled_fn() {
+  static const EncodeTiledFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      return EncodeTiledFn{nullptr};
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// K or V of a fixed-length batch as the 4-d tensor (head_dim, seqlen_k, heads_kv, batch) with
+// boxes of (64, box_rows, 1, 1) and the 128-byte swizzle; rows past seqlen_k read as zeros.
+// False when TMA cannot describe the tensor (address or a stride not a multiple of 16 bytes):
+// the caller then uses the mma.sync kernel.
+inline bool make_kv_map(CUtensorMap* map, const Tensor& t, const Shape& s, bool bf16, int box_rows) {
+  const EncodeTiledFn enc = encode_tiled_fn();
+  if (enc == nullptr || (reinterpret_cast<uintptr_t>(t.ptr) & 15) != 0) return false;
+  // A stride of a dimension of extent 1 is never used: give it any legal value.
+  auto stride = [](int64_t elems, int extent, int64_t fallback) -> int64_t {
+    return extent == 1 ? fallback : elems * 2;
+  };
+  const int64_t rs = stride(t.row_stride, s.seqlen_k, int64_t(s.head_dim) * 2);
+  const int64_t hs = stride(t.head_stride, s.heads_kv, rs * s.seqlen_k);
+  const int64_t bs = stride(t.batch_stride, s.batch, hs * s.heads_kv);
+  for (int64_t x : {rs, hs, bs})
+    if (x <= 0 || x % 16 != 0 || x >= (int64_t(1) << 40)) return false;
+  const cuuint64_t dims[4] = {cuuint64_t(s.head_dim), cuuint64_t(s.seqlen_k), cuuint64_t(s.heads_kv),
+                              cuuint64_t(s.batch)};
+  const cuuint64_t strides[3] = {cuuint64_t(rs), cuuint64_t(hs), cuuint64_t(bs)};
+  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+  const cuuint32_t estr[4] = {1, 1, 1, 1};
+  return enc(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, t.ptr, dims, strides,
+             box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+}  // namespace vstack::attn
