@@ -17,8 +17,10 @@ namespace {
 
 using kernels::fail;
 
-// Hopper only: the library is compiled for sm_90a alone (meson option sm). The answer is
-// cached per device: the queries cost microseconds that show at decode sizes.
+// sm_80 and later (bf16 mma.sync): the forward picks its kernel by compute capability at run time
+// (attn/fwd_launch.cuh: the wgmma kernel on 9.0, mma.sync elsewhere); the default build (meson
+// option sm = 90a) holds sm_90a code only. The answer is cached per device: the queries cost
+// microseconds that show at decode sizes.
 constexpr int kMaxDevices = 64;
 std::atomic<int> g_sms[kMaxDevices];
 
@@ -30,7 +32,7 @@ vstack_status_t device_sms(int* sms) {
   e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev);
   if (e != cudaSuccess) return fail(VSTACK_ERR_CUDA, "attn: device query: %s", cudaGetErrorString(e));
-  if (major < 9) return fail(VSTACK_ERR_UNSUPPORTED_DEVICE, "attn: compute capability %d.x; needs 9.0 (Hopper)", major);
+  if (major < 8) return fail(VSTACK_ERR_UNSUPPORTED_DEVICE, "attn: compute capability %d.x; needs 8.0 or later", major);
   if (dev >= 0 && dev < kMaxDevices) g_sms[dev].store(*sms, std::memory_order_relaxed);
   return VSTACK_OK;
 }
