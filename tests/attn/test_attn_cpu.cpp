@@ -37,6 +37,33 @@ TEST_CASE("forward tiles fit Hopper and cover whole MMA tiles", "[attn][traits]"
   CHECK_FALSE(fwd_tile(256).q_in_regs);
 }
 
+TEST_CASE("sm90 forward tiles fit Hopper, the wgmma shapes and the setmaxnreg budget", "[attn][traits]") {
+  const int wgmma_n[] = {16, 32, 64, 96, 128, 192, 256};  // kernels/gen_wgmma.py
+  auto has_n = [&](int n) {
+    for (int x : wgmma_n)
+      if (x == n) return true;
+    return false;
+  };
+  for (int d : {64, 128, 256}) {
+    const FwdSm90Tile t = fwd_sm90_tile(d);
+    CAPTURE(d);
+    CHECK(t.block_m == 64 * t.consumer_wgs);
+    CHECK(t.consumer_wgs == 2);  // the ping-pong pairs two consumer warpgroups
+    CHECK(has_n(t.block_n));     // S = Q K^T: m64 n(block_n)
+    CHECK(has_n(d));             // O += P V: m64 n(head_dim)
+    CHECK(t.block_n % 16 == 0);
+    CHECK(t.block_n <= 256);     // one TMA box of block_n rows
+    CHECK(t.stages >= 2);
+    CHECK(t.smem_bytes <= kHopperSmemPerBlock);
+    // Q + stages x (K + V) in 2-byte elements, + 1 KiB to align the SW128 blocks, + mbarriers.
+    CHECK(t.smem_bytes >= t.block_m * d * 2 + t.stages * 2 * t.block_n * d * 2 + 1024 + 4 * t.stages * 8);
+    // O and S in fp32, P in 16-bit pairs per consumer thread, under the 240 of setmaxnreg with room.
+    CHECK(d / 2 + t.block_n / 2 + t.block_n / 4 <= 192);
+    // (1 producer + consumers) warpgroups at 24 / 240 registers fit the 64K register file.
+    CHECK(128 * 24 + t.consumer_wgs * 128 * 240 <= 65536);
+  }
+}
+
 TEST_CASE("backward warp roles cover the CTA", "[attn][traits]") {
   for (int d : {64, 128, 256}) {
     const BwdTile t = bwd_tile(d);
