@@ -76,11 +76,12 @@ def bench_grid(args, out):
                 res = {}
                 for name, f in fns.items():
                     try:
-                        with torch.no_grad():
-                            tf = timed(lambda: f(q, k, v, causal), args.reps)
-                        if args.fwd_only:
+                        if args.fwd_only:  # inference: no autograd graph recorded
+                            with torch.no_grad():
+                                tf = timed(lambda: f(q, k, v, causal), args.reps)
                             res[name] = (flops / tf / 1e9, None, None)
                             continue
+                        tf = timed(lambda: f(q, k, v, causal), args.reps)
 
                         def fb():
                             q.grad = k.grad = v.grad = None
@@ -192,7 +193,8 @@ def main():
     ap.add_argument("--impls", default="vstack,sdpa-flash,sdpa-cudnn")
     ap.add_argument("--seqlens", default="", help="seqlens of the grid, e.g. 4096,16384 (default: 512 ... 16384)")
     ap.add_argument("--causal", default="both", choices=["no", "yes", "both"])
-    ap.add_argument("--fwd-only", action="store_true", help="time the forward alone (no backward columns)")
+    ap.add_argument("--fwd-only", action="store_true",
+                    help="time the forward alone under torch.no_grad() (no backward columns)")
     args = ap.parse_args()
     out = [f"Device: {torch.cuda.get_device_name()}, torch {torch.__version__}; TFLOPS, median of {args.reps}.", ""]
     parts = args.only.split(",")
