@@ -279,6 +279,8 @@ __global__ void __launch_bounds__((fwd_sm90_tile(D).consumer_wgs + 1) * 128, 1)
     wg::fence_operands(acc_o);
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) wg::fence_operands(pf[kk]);
+    // The last V stage is not released: this CTA loads nothing more. (A CTA that went on to
+    // another work tile would have to: the producer's next round waits on it; docs/NOTES.md.)
   }
 
   // Epilogue: normalise, write O and LSE.
