@@ -78,7 +78,8 @@ vstack_status_t check_tensor(const vstack_fp4_tensor_t* q, const char* what) {
 
 template <Format F, typename T, Layout L>
 cudaError_t run_convert(bool quant, const ConvertParams& p, cudaStream_t st) {
-  const unsigned grid = static_cast<unsigned>((p.chunks + kConvertThreads - 1) / kConvertThreads);
+  const int64_t items = quant ? p.chunks : p.chunks * (64 / kDequantElems);
+  const unsigned grid = static_cast<unsigned>((items + kConvertThreads - 1) / kConvertThreads);
   if (quant) quantize_kernel<F, T, L><<<grid, kConvertThreads, 0, st>>>(p);
   else dequantize_kernel<F, T, L><<<grid, kConvertThreads, 0, st>>>(p);
   return cudaGetLastError();
