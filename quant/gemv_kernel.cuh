@@ -1,5 +1,5 @@
 // Decode-regime FP4 kernel, M <= 16: y = x * W^T (+ bias) streaming the weight
-// straight from HBM into registers. Launch plan: quant/gemv_plan.hpp.
+// from HBM through per-warp shared-memory rings. Launch plan: quant/gemv_plan.hpp.
 //
 // Note [Decode kernel]. The weight is the mma A operand (16 rows x 16 k), x the
 // B operand (k x 8 columns = up to 8 rows of x; two mmas for M > 8). In the
@@ -20,17 +20,16 @@
 // stages with 16-byte `cp.async.cg ... L2::256B` (a stage = 128 contiguous bytes
 // of each row + the rows' scales of those 4 chunks), waiting with
 // cp.async.wait_group and __syncwarp only: 3 stages = 6 KB of codes in flight
-// per warp, 48 KB per CTA, one CTA per SM. (Measured H100 2026-11-22: 3 stages
-// of which 2 in flight, small enough for two CTAs = 16 warps per SM, was slower:
-// N = K = 8192, M = 1, NVFP4 31.4 us against 21.7 us.) Measured (H100, 2026-11-22): the
-// first version loaded the codes straight into a register ring with 8-byte
-// ld.global.nc issued 8 chunks ahead, and ran at ~30 % of the read bandwidth
-// for every format and M alike, as if one chunk per warp were in flight.
-// Lanes then read their fragment bytes with LDS.64 (row pitch 160 bytes: the
-// 8 rows of a half-warp hit distinct banks). x's K slice is loaded once per CTA
-// into shared memory (16-byte chunks XOR-swizzled by row for ldmatrix); rows
-// >= M of the 8-wide mma column tile alias rows < M or are zero: those output
-// columns are never stored.
+// per warp, 48 KB per CTA, one CTA per SM. Lanes then read their fragment bytes
+// with LDS.64 (row pitch 160 bytes: the 8 rows of a half-warp hit distinct
+// banks). x's K slice is loaded once per CTA into shared memory (16-byte chunks
+// XOR-swizzled by row for ldmatrix); rows >= M of the 8-wide mma column tile
+// alias rows < M or are zero: those output columns are never stored.
+// Measured (H100, 2026-11-22, N = K = 8192, M = 1, NVFP4): codes loaded straight
+// into a register ring with 8-byte ld.global.nc 8 chunks ahead ran at ~30 % of
+// the read bandwidth for every format and M, as if one chunk per warp were in
+// flight (42 us); these rings 21.7 us. Rings of 3 stages (2 in flight), small
+// enough for two CTAs = 16 warps per SM, were slower (31.4 us).
 #pragma once
 
 #include <cooperative_groups.h>
