@@ -8,6 +8,7 @@
 #include "quant/convert_kernels.cuh"
 #include "quant/gemm_kernel.cuh"
 #include "quant/gemm_traits.hpp"
+#include "quant/gemv_plan.hpp"
 #include "quant/layout.hpp"
 #include "vstack/kernels.h"
 
@@ -78,7 +79,8 @@ vstack_status_t check_tensor(const vstack_fp4_tensor_t* q, const char* what) {
 
 template <Format F, typename T, Layout L>
 cudaError_t run_convert(bool quant, const ConvertParams& p, cudaStream_t st) {
-  const unsigned grid = static_cast<unsigned>((p.chunks + kConvertThreads - 1) / kConvertThreads);
+  const int64_t items = quant ? p.chunks : p.chunks * (64 / kDequantElems);
+  const unsigned grid = static_cast<unsigned>((items + kConvertThreads - 1) / kConvertThreads);
   if (quant) quantize_kernel<F, T, L><<<grid, kConvertThreads, 0, st>>>(p);
   else dequantize_kernel<F, T, L><<<grid, kConvertThreads, 0, st>>>(p);
   return cudaGetLastError();
@@ -240,7 +242,8 @@ extern "C" VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dt
   if (vstack_status_t s = device_info(cc, sms); s != VSTACK_OK) return s;
   if (cc < 80) return fail(VSTACK_ERR_UNSUPPORTED_DEVICE, "%s: needs compute capability 8.0+ (have %d.%d)", what, cc / 10, cc % 10);
   const Format f = static_cast<Format>(w->format);
-  const GemmConfigId id = pick_gemm_config(m, N, K, sms);
+  GemmConfigId id = pick_gemm_config(m, N, K, sms);
+  if (id == GemmConfigId::gemv && !plan_gemv(m, N, K, sms, cc >= 90).ok) id = GemmConfigId::small16;  // sm_80: no clusters
   GemmLaunchFn fn = dtype == VSTACK_DTYPE_BF16 ? pick_launcher<__nv_bfloat16>(f, id) : pick_launcher<__half>(f, id);
   GemmParams p{};
   p.x = x;
@@ -253,5 +256,7 @@ extern "C" VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dt
   p.n = static_cast<int>(N);
   p.k = static_cast<int>(K);
   p.npad = static_cast<int>(gemm_npad(N));
+  p.sms = sms;
+  p.cc = cc;
   return cuda_status(fn(p, static_cast<cudaStream_t>(stream)), "fp4 gemm kernel");
 }

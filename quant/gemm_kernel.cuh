@@ -22,13 +22,7 @@
 // same bits as the fp32 path, in 2 instructions per pair. NF4 keeps the fp32
 // path (its table values need the single rounding the bound above assumes).
 //
-// Note [x-resident GEMV]. At M <= 16 the per-stage x tile (16 rows x BK bf16)
-// is 4x the weight bytes of the stage, so shared memory caps the pipeline at a
-// few stages and the kernel was latency-bound (measured H100 2026-11-22: 30-40 %
-// of HBM bandwidth, every format the same). For M <= 4 with pow2(M) * K * 2 <=
-// 64 KB, x is loaded once for the whole K and the 16 rows ldmatrix reads alias
-// the pow2(M) resident rows (row & (rows - 1); aliased rows are outputs that are
-// never stored); the pipeline then streams only the weight, 12 stages deep.
+// M <= 16 (the decode regime) runs quant/gemv_kernel.cuh instead (Note [Decode kernel]).
 #pragma once
 
 #include <type_traits>
@@ -47,6 +41,7 @@ struct GemmParams {
   const void* bias;  // nullable
   void* y;
   int m, n, k, npad;
+  int sms, cc;  // the device's SM count and compute capability (10 * major + minor)
 };
 
 using GemmLaunchFn = cudaError_t (*)(const GemmParams&, cudaStream_t);
@@ -73,8 +68,6 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
   const int m0 = blockIdx.y * C::BM, n0 = blockIdx.x * C::BN;
   const int kc_total = p.k / 64;
   const int ktiles = (kc_total + C::WARPS_K - 1) / C::WARPS_K;
-  uint8_t* sX = smem + C::XOFF;                                   // XRES: x, rows x K
-  const int xrows = C::XRES ? static_cast<int>(xres_rows(p.m)) : 0;
   if (tid < 16) lut[tid] = element_value(F, tid);
   if constexpr (kPair) {
     for (int i = tid; i < 256; i += C::THREADS) {
@@ -88,12 +81,12 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
 
   auto load = [&](int stage, int kt) {
     uint8_t* sA = smem + stage * C::STAGE_BYTES;
-    uint8_t* sW = sA + (C::XRES ? 0 : C::A_BYTES);
+    uint8_t* sW = sA + C::A_BYTES;
     uint8_t* sS = sW + C::W_BYTES;
     constexpr int ACH = C::BK / 8;  // 16-byte chunks per x row
     static_assert((C::BM * ACH) % C::THREADS == 0, "x tile split");
 #pragma unroll
-    for (int i = 0; i < (C::XRES ? 0 : C::BM * ACH / C::THREADS); ++i) {
+    for (int i = 0; i < C::BM * ACH / C::THREADS; ++i) {
       const int c = tid + i * C::THREADS;
       const int row = c / ACH, ch = c % ACH;
       const int gm = m0 + row;
@@ -140,7 +133,7 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
     const int kc = kt * C::WARPS_K + wk;
     if (kc >= kc_total) return;  // warp-uniform: this slice lies beyond K
     const uint8_t* sA = smem + stage * C::STAGE_BYTES;
-    const uint8_t* sW = sA + (C::XRES ? 0 : C::A_BYTES);
+    const uint8_t* sW = sA + C::A_BYTES;
     const uint8_t* sS = sW + C::W_BYTES + wk * C::BN * 4;
     uint2 cw[C::NT];
     float sc[C::NT][4];
@@ -186,14 +179,8 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
 #pragma unroll
       for (int mt = 0; mt < C::MT; ++mt) {
         const int row = wm * C::WTM + mt * 16 + (lane & 15);
-        if constexpr (C::XRES) {
-          const int xr = row & (xrows - 1);
-          const int ch = kt * (C::BK / 8) + wk * 8 + s * 2 + (lane >> 4);
-          dev::ldmatrix_x4(a[mt], sX + static_cast<int64_t>(xr) * p.k * 2 + ((ch ^ (xr & 7)) * 16));
-        } else {
-          const int ch = wk * 8 + s * 2 + (lane >> 4);
-          dev::ldmatrix_x4(a[mt], sA + row * (C::BK * 2) + ((ch ^ (row & 7)) * 16));
-        }
+        const int ch = wk * 8 + s * 2 + (lane >> 4);
+        dev::ldmatrix_x4(a[mt], sA + row * (C::BK * 2) + ((ch ^ (row & 7)) * 16));
       }
 #pragma unroll
       for (int j = 0; j < C::NT; ++j) {
@@ -213,14 +200,6 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
     }
   };
 
-  if constexpr (C::XRES) {  // x rows [0, M) for the whole K, in the first commit group
-    const int xch = p.k / 8;
-    for (int c = tid; c < p.m * xch; c += C::THREADS) {
-      const int row = c / xch, ch = c % xch;
-      dev::cp_async16(sX + static_cast<int64_t>(row) * p.k * 2 + ((ch ^ (row & 7)) * 16),
-                      xg + (static_cast<int64_t>(row) * p.k + ch * 8) * 2, 16);
-    }
-  }
 #pragma unroll
   for (int s = 0; s < C::STAGES - 1; ++s) {
     if (s < ktiles) load(s, s);
@@ -280,10 +259,10 @@ cudaError_t launch_gemm(const GemmParams& p, cudaStream_t stream) {
   auto kern = fp4_gemm_kernel<C, F, T>;
   // Above 48 KB a kernel needs the opt-in (once per process; single-device use assumed).
   static const cudaError_t attr =
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::SMEM_MAX));
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::SMEM_BYTES));
   if (attr != cudaSuccess) return attr;
   dim3 grid((p.n + C::BN - 1) / C::BN, (p.m + C::BM - 1) / C::BM);
-  kern<<<grid, C::THREADS, static_cast<size_t>(C::smem_bytes(p.m, p.k)), stream>>>(p);
+  kern<<<grid, C::THREADS, static_cast<size_t>(C::SMEM_BYTES), stream>>>(p);
   return cudaGetLastError();
 }
 

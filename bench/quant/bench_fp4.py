@@ -4,9 +4,15 @@ Usage: PYTHONPATH=python python3 bench/quant/bench_fp4.py [--quick] [--json OUT.
 
 Method (see .library METHOD.md): every timing is the median of several CUDA-graph
 replays, each replay running R calls that cycle over enough weight copies to
-exceed the L2 cache, so weights stream from HBM as in a real decode step. The
-HBM reference is a device-to-device copy measured in the same run (bytes read +
-written). "bytes" of a GEMM = weight codes + scales + x + y.
+exceed the L2 cache, so weights stream from HBM as in a real decode step.
+
+Two HBM references, both measured in the same run: a device-to-device copy
+(torch copy_, 1 GiB, bytes read + written) and a read-only stream (a Triton
+kernel reading 1 GiB with 16-byte loads; torch.amax if Triton is missing).
+The bars use the figure of the same access mix: the GEMM (reads weights,
+writes almost nothing) against the read-only stream, quantize/dequantize
+(read one tensor, write another) against the copy. Both %s are printed.
+"bytes" of a GEMM = weight codes + scales + x + y.
 """
 
 import argparse
@@ -60,6 +66,36 @@ def copy_bandwidth():
     return 2 * n / t
 
 
+def read_bandwidth():
+    n = 1 << 30
+    src = torch.empty(n // 4, dtype=torch.int32, device="cuda")
+    src.random_(0, 1 << 30)
+    try:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def _read(src_ptr, out_ptr, n_elem, BLOCK: tl.constexpr):
+            pid = tl.program_id(0)
+            nprog = tl.num_programs(0)
+            acc = tl.zeros([BLOCK], dtype=tl.int32)
+            for start in range(pid * BLOCK, n_elem, nprog * BLOCK):
+                offs = start + tl.arange(0, BLOCK)
+                acc ^= tl.load(src_ptr + offs, mask=offs < n_elem)
+            tl.store(out_ptr + pid * BLOCK + tl.arange(0, BLOCK), acc)
+
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        block, grid = 4096, sms * 8
+        out = torch.empty(grid * block, dtype=torch.int32, device="cuda")
+        fn = lambda: _read[(grid,)](src, out, src.numel(), BLOCK=block, num_warps=8)
+        how = "triton read kernel"
+    except Exception as e:  # no triton: torch's reduction
+        fn = lambda: torch.amax(src)
+        how = f"torch.amax (triton unavailable: {type(e).__name__})"
+    t = graph_time([fn], reps=9, inner=5)
+    return n / t, how
+
+
 def bench_convert(fmt, n_rows=8192, n_cols=8192):
     w = torch.randn(n_rows, n_cols, dtype=torch.bfloat16, device="cuda")
     q = fp4.quantize(w, fmt)
@@ -73,12 +109,13 @@ def bench_convert(fmt, n_rows=8192, n_cols=8192):
     return out
 
 
-def bench_gemm(fmt, M, N, K, weights, x, hbm):
+def bench_gemm(fmt, M, N, K, weights, x, hbm, hbm_read):
     fns = [(lambda q=q: fp4.matmul(x, q)) for q in weights]
     t = graph_time(fns, reps=7, inner=max(len(fns), 8))
     wbytes = weights[0].nbytes
     byts = wbytes + M * K * 2 + M * N * 2
-    return {"us": t * 1e6, "GBps": byts / t / 1e9, "pct_hbm": 100 * byts / t / hbm, "TFLOPS": 2 * M * N * K / t / 1e12}
+    return {"us": t * 1e6, "GBps": byts / t / 1e9, "pct_hbm": 100 * byts / t / hbm,
+            "pct_read": 100 * byts / t / hbm_read, "TFLOPS": 2 * M * N * K / t / 1e12}
 
 
 def bench_torch(M, N, K, wts, x):
@@ -93,23 +130,33 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer shapes and M values")
     ap.add_argument("--json", default=None)
     ap.add_argument("--formats", default="nvfp4,mxfp4,nf4,nf4_dq")
+    ap.add_argument("--decode", action="store_true", help="M <= 16 only (the decode regime), all shapes")
+    ap.add_argument("--no-convert", action="store_true")
+    ap.add_argument("--no-gemm", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)
     print(f"device: {props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}", flush=True)
     hbm = copy_bandwidth()
     print(f"device-to-device copy: {hbm / 1e12:.3f} TB/s (read + write)", flush=True)
-    res = {"device": props.name, "copy_TBps": hbm / 1e12, "convert": {}, "gemm": []}
+    hbm_read, how = read_bandwidth()
+    print(f"read-only stream: {hbm_read / 1e12:.3f} TB/s ({how})", flush=True)
+    res = {"device": props.name, "copy_TBps": hbm / 1e12, "read_TBps": hbm_read / 1e12, "convert": {}, "gemm": []}
     formats = args.formats.split(",")
-    for fmt in formats:
+    for fmt in ([] if args.no_convert else formats):
         res["convert"][fmt] = c = bench_convert(fmt)
+        pc = lambda gbps: f"{100 * gbps * 1e9 / hbm:4.0f}% copy {100 * gbps * 1e9 / hbm_read:4.0f}% read"
         print(f"convert {fmt:7s} 8192x8192 bf16: quantize {c['quantize_us']:8.1f} us {c['quantize_GBps']:7.0f} GB/s"
-              f" ({100 * c['quantize_GBps'] * 1e9 / hbm:4.0f}%)  dequantize {c['dequantize_us']:8.1f} us "
-              f"{c['dequantize_GBps']:7.0f} GB/s ({100 * c['dequantize_GBps'] * 1e9 / hbm:4.0f}%)", flush=True)
+              f" ({pc(c['quantize_GBps'])})  dequantize {c['dequantize_us']:8.1f} us "
+              f"{c['dequantize_GBps']:7.0f} GB/s ({pc(c['dequantize_GBps'])})", flush=True)
     shapes = [(8192, 8192), (4096, 4096), (14336, 4096), (4096, 14336)]
     Ms = [1, 2, 4, 8, 16, 32, 128, 1024, 4096]
     if args.quick:
         shapes, Ms = shapes[:1], [1, 16, 4096]
+    if args.decode:
+        Ms = [1, 2, 4, 8, 16]
+    if args.no_gemm:
+        shapes = []
     for N, K in shapes:
         w = torch.randn(N, K, dtype=torch.bfloat16, device="cuda") * 0.02
         ncopy_bf16 = max(2, -(-L2_FLUSH_BYTES // (N * K * 2)))
@@ -126,11 +173,11 @@ def main():
             row = {"N": N, "K": K, "M": M, "torch_bf16": tb}
             line = f"N={N:5d} K={K:5d} M={M:4d} | torch bf16 {tb['us']:8.1f} us {tb['TFLOPS']:6.1f} TF"
             for fmt in formats:
-                r = bench_gemm(fmt, M, N, K, qs[fmt], x, hbm)
+                r = bench_gemm(fmt, M, N, K, qs[fmt], x, hbm, hbm_read)
                 r["speedup_vs_bf16"] = tb["us"] / r["us"]
                 row[fmt] = r
-                line += (f" | {fmt} {r['us']:8.1f} us {r['pct_hbm']:5.1f}%HBM {r['TFLOPS']:6.1f} TF"
-                         f" x{r['speedup_vs_bf16']:.2f}")
+                line += (f" | {fmt} {r['us']:7.1f} us {r['pct_read']:5.1f}%rd {r['pct_hbm']:5.1f}%cp"
+                         f" {r['TFLOPS']:6.1f} TF x{r['speedup_vs_bf16']:.2f}")
             print(line, flush=True)
             res["gemm"].append(row)
         del wts, qs

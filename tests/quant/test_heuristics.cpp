@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include "quant/gemm_traits.hpp"
+#include "quant/gemv_plan.hpp"
+
+#include <utility>
 
 using namespace vstack::quant;
 
@@ -20,7 +23,6 @@ TEST_CASE("GEMM tile traits are consistent", "[quant][heuristics]") {
   check_traits<CfgSmall32>();
   check_traits<CfgMid>();
   check_traits<CfgLarge>();
-  check_traits<CfgGemv>();
   STATIC_REQUIRE(CfgSmall32::BK == 256);
   STATIC_REQUIRE(CfgLarge::MT == 4);
   STATIC_REQUIRE(CfgLarge::NT == 4);
@@ -28,34 +30,62 @@ TEST_CASE("GEMM tile traits are consistent", "[quant][heuristics]") {
 
 TEST_CASE("launch heuristic selection", "[quant][heuristics]") {
   constexpr int h100 = 132;
-  // M <= 4 with x resident (pow2(M) * K * 2 <= 64 KB): the weight-only pipeline
-  CHECK(pick_gemm_config(1, 8192, 8192, h100) == GemmConfigId::gemv);
-  CHECK(pick_gemm_config(1, 4096, 14336, h100) == GemmConfigId::gemv);
-  CHECK(pick_gemm_config(2, 8192, 8192, h100) == GemmConfigId::gemv);
-  CHECK(pick_gemm_config(3, 8192, 8192, h100) == GemmConfigId::gemv);   // 4 rows x 16 KB = 64 KB
-  CHECK(pick_gemm_config(4, 4096, 4096, h100) == GemmConfigId::gemv);
-  CHECK(pick_gemm_config(3, 8192, 8256, h100) == GemmConfigId::small16); // just over 64 KB
-  CHECK(pick_gemm_config(4, 4096, 14336, h100) == GemmConfigId::small16);
-  // decode regime beyond that: weight streaming, BN chosen for >= 2 CTAs per SM
-  CHECK(pick_gemm_config(8, 8192, 8192, h100) == GemmConfigId::small16);    // 256 < 264 CTAs of BN=32
-  CHECK(pick_gemm_config(16, 14336, 4096, h100) == GemmConfigId::small32);  // 448 CTAs
-  CHECK(pick_gemm_config(16, 4096, 4096, h100) == GemmConfigId::small16);
+  // decode regime M <= 16: the decode kernel, whatever the shape
+  for (int64_t m : {1, 2, 3, 4, 8, 9, 16})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {4096, 4096}, {14336, 4096}, {4096, 14336}, {64, 64}})
+      CHECK(pick_gemm_config(m, n, k, h100) == GemmConfigId::gemv);
+  // beyond: weight streaming, BN chosen for >= 2 CTAs per SM
+  CHECK(pick_gemm_config(17, 14336, 4096, h100) == GemmConfigId::small32);  // 448 CTAs
+  CHECK(pick_gemm_config(17, 4096, 4096, h100) == GemmConfigId::small16);
   CHECK(pick_gemm_config(64, 4096, 4096, h100) == GemmConfigId::small16);
-  CHECK(pick_gemm_config(8, 100000, 4096, 16) == GemmConfigId::small32);
+  CHECK(pick_gemm_config(32, 100000, 4096, 16) == GemmConfigId::small32);
   CHECK(pick_gemm_config(65, 8192, 8192, h100) == GemmConfigId::mid);
   CHECK(pick_gemm_config(256, 8192, 8192, h100) == GemmConfigId::mid);
   CHECK(pick_gemm_config(257, 8192, 8192, h100) == GemmConfigId::large);
   CHECK(pick_gemm_config(8192, 8192, 8192, h100) == GemmConfigId::large);
 }
 
-TEST_CASE("x-resident shared memory sizes", "[quant][heuristics]") {
-  STATIC_REQUIRE(CfgGemv::XRES);
-  STATIC_REQUIRE(CfgGemv::STAGE_BYTES == CfgGemv::W_BYTES + CfgGemv::S_BYTES);
-  STATIC_REQUIRE(CfgGemv::SMEM_MAX <= 227 * 1024);
-  STATIC_REQUIRE(CfgGemv::XOFF % 128 == 0);
-  CHECK(CfgGemv::smem_bytes(1, 8192) == CfgGemv::XOFF + 16384);
-  CHECK(CfgGemv::smem_bytes(3, 8192) == CfgGemv::XOFF + 65536);
-  CHECK(CfgSmall16::smem_bytes(16, 8192) == CfgSmall16::SMEM_BYTES);
-  // four x-resident CTAs fit an SM (227 KB) at M = 1, K = 8192
-  CHECK(4 * CfgGemv::smem_bytes(1, 8192) <= 227 * 1024);
+TEST_CASE("decode kernel plan", "[quant][heuristics]") {
+  constexpr int h100 = 132;
+  STATIC_REQUIRE(plan_gemv(1, 8192, 8192, h100).ok);
+  STATIC_REQUIRE(!plan_gemv(17, 8192, 8192, h100).ok);
+  STATIC_REQUIRE(!plan_gemv(1, 8192, 8200, h100).ok);  // K % 64
+  // the cluster model: 132 SMs = 66 TPCs over 8 GPCs (9, 9, 8 x 6)
+  constexpr ClusterModel h100m{h100};
+  STATIC_REQUIRE(h100m(1, 1) == 132);
+  STATIC_REQUIRE(h100m(4, 1) == 4 + 4 + 6 * 4);
+  STATIC_REQUIRE(h100m(8, 2) == 4 + 4 + 6 * 4);
+  // a capacity of 30 clusters of 4 (the H100 measured) never plans 32 of them
+  constexpr auto cap30 = [](int s, int cps) -> int64_t { return s == 4 && cps == 1 ? 30 : ClusterModel{132}(s, cps); };
+  STATIC_REQUIRE(!(plan_gemv(1, 4096, 4096, h100, cap30).split == 4 &&
+                   plan_gemv(1, 4096, 4096, h100, cap30).smem > kGemvTwoPerSm));
+  for (int64_t m = 1; m <= 16; ++m)
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {4096, 4096}, {14336, 4096}, {4096, 14336},
+                        {64, 64}, {333, 1088}, {129, 320}, {100000, 64 * 300}}) {
+      INFO("m " << m << " n " << n << " k " << k);
+      const GemvPlan p = plan_gemv(m, n, k, h100);
+      if (m > 8 && k > 64 * 256) {  // x slice of 16 rows cannot fit 64 KB with 8 CTAs per cluster
+        CHECK(!p.ok);
+        CHECK(pick_gemm_config(m, n, k, h100) == GemmConfigId::small32);
+        continue;
+      }
+      REQUIRE(p.ok);
+      CHECK(p.mrows >= m);
+      CHECK(p.split >= 1);
+      CHECK(p.split <= kGemvMaxSplit);
+      CHECK(p.split * p.kc_per_cta >= k / 64);         // covers K
+      CHECK((p.split - 1) * p.kc_per_cta < k / 64);    // no empty CTA
+      CHECK(p.mrows * gemv_x_pitch(p.kc_per_cta) <= kGemvXMaxBytes);
+      CHECK(p.smem <= 227 * 1024);                     // Hopper's per-block limit
+      CHECK(p.row_blocks * 128 >= n);
+      if (n >= 4096 && n <= 16384 && k >= 4096 && m <= 2) {  // bench shapes, small x: one wave, most SMs busy
+        const int cps = p.smem <= kGemvTwoPerSm ? 2 : 1;
+        CHECK(p.row_blocks <= h100m(p.split, cps));
+        CHECK(p.row_blocks * p.split >= h100 * 7 / 10);
+      }
+      // without clusters (sm_80): one CTA per row block, when x fits
+      const GemvPlan q = plan_gemv(m, n, k, h100, false);
+      if (q.ok) CHECK(q.split == 1);
+      CHECK(q.ok == (p.mrows * gemv_x_pitch(k / 64) <= kGemvXMaxBytes));
+    }
 }

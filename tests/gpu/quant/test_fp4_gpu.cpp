@@ -211,7 +211,9 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
   struct Shape { int64_t m, n, k; };
   const Shape shapes[] = {{1, 64, 64},     {1, 4096, 4096},  {2, 100, 128},    {4, 1000, 512},  {8, 333, 1088},
                           {16, 512, 2048}, {17, 129, 320},   {33, 264, 640},   {64, 1024, 256}, {65, 200, 384},
-                          {130, 96, 64},   {256, 520, 448},  {300, 330, 960},  {1024, 136, 1024}, {513, 1030, 128}};
+                          {130, 96, 64},   {256, 520, 448},  {300, 330, 960},  {1024, 136, 1024}, {513, 1030, 128},
+                          // decode kernel: split K over clusters (ragged last slice), 8/16-column tiles, rows % 128
+                          {5, 520, 4096},  {11, 300, 8192},  {1, 2048, 14336}, {16, 256, 16384}, {3, 1000, 2752}};
   double worst_rel = 0;
   for (Format f : kFormats)
     for (vstack_dtype_t dt : {VSTACK_DTYPE_BF16, VSTACK_DTYPE_F16})
@@ -241,6 +243,11 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
           VS_OK(vstack_fp4_matmul(dx.p, dt, s.m, &dq.t, with_bias ? db.p : nullptr, dy.p, nullptr));
           CUDA_OK(cudaDeviceSynchronize());
           const auto got = dy.download<uint16_t>();
+          // Deterministic: a second launch gives the same bits (split-K sums in a fixed order).
+          dy.poison(0xFF);
+          VS_OK(vstack_fp4_matmul(dx.p, dt, s.m, &dq.t, with_bias ? db.p : nullptr, dy.p, nullptr));
+          CUDA_OK(cudaDeviceSynchronize());
+          CHECK(dy.download<uint16_t>() == got);
           // Bound: output rounding u*|ref| + (weight rounding u_w + fp32 accumulation K*2^-24) * sum|x*w|,
           // u = 2^-8 (bf16) / 2^-11 (f16); u_w = u for NF4 (decoded values are rounded to x's dtype),
           // 0 for NVFP4/MXFP4 whose decoded values are exact in both dtypes here.
