@@ -79,8 +79,8 @@ vstack_status_t check_tensor(const vstack_fp4_tensor_t* q, const char* what) {
 
 template <Format F, typename T, Layout L>
 cudaError_t run_convert(bool quant, const ConvertParams& p, cudaStream_t st) {
-  const int64_t items = quant ? p.chunks : p.chunks * (64 / kDequantElems);
-  const unsigned grid = static_cast<unsigned>((items + kConvertThreads - 1) / kConvertThreads);
+  const int64_t per_cta = quant ? quant_chunks_per_cta<F>() : kConvertThreads * kDequantElems / 64;
+  const unsigned grid = static_cast<unsigned>((p.chunks + per_cta - 1) / per_cta);
   if (quant) quantize_kernel<F, T, L><<<grid, kConvertThreads, 0, st>>>(p);
   else dequantize_kernel<F, T, L><<<grid, kConvertThreads, 0, st>>>(p);
   return cudaGetLastError();
@@ -111,9 +111,9 @@ cudaError_t run_convert(bool quant, Format f, vstack_dtype_t dt, Layout l, const
 
 template <typename T>
 cudaError_t run_amax(const void* x, int64_t chunks, float* out, int sms, cudaStream_t st) {
-  const int64_t want = (chunks + 255) / 256;
-  const unsigned grid = static_cast<unsigned>(want < 4LL * sms ? want : 4LL * sms);
-  amax_kernel<T><<<grid, 256, 0, st>>>(static_cast<const T*>(x), chunks, reinterpret_cast<unsigned*>(out));
+  const int64_t n8 = chunks * 8, want = (n8 + 255) / 256;  // groups of 8 elements, one per thread
+  const unsigned grid = static_cast<unsigned>(want < 8LL * sms ? want : 8LL * sms);
+  amax_kernel<T><<<grid, 256, 0, st>>>(static_cast<const T*>(x), n8, reinterpret_cast<unsigned*>(out));
   return cudaGetLastError();
 }
 

@@ -1,5 +1,5 @@
-// Quantise / dequantise kernels: one thread per 64-element chunk, running the
-// per-block functions of format.hpp (the same code as the CPU reference).
+// Quantise / dequantise kernels, running the per-block functions of format.hpp (the
+// same code as the CPU reference) with coalesced accesses (Note [Quantize kernel]).
 #pragma once
 
 #include "quant/device.cuh"
@@ -21,53 +21,46 @@ struct ConvertParams {
 
 inline constexpr int kConvertThreads = 256;  // = kDqGroup: one CTA per NF4_DQ group
 
+// 8 consecutive elements (16 bytes of bf16/f16, 32 of f32) -> fp32, read once, not kept in L1.
 template <typename T>
-__device__ __forceinline__ void load64(const T* src, float (&v)[64]) {
-  const uint4* p = reinterpret_cast<const uint4*>(src);
+__device__ __forceinline__ void load8(const T* src, float (&v)[8]) {
+  const uint4* q = reinterpret_cast<const uint4*>(src);
   if constexpr (sizeof(T) == 4) {
+    const uint4 a = dev::ld_stream16(q), b = dev::ld_stream16(q + 1);
+    const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      uint4 u = __ldg(p + i);
-      v[4 * i] = __uint_as_float(u.x); v[4 * i + 1] = __uint_as_float(u.y);
-      v[4 * i + 2] = __uint_as_float(u.z); v[4 * i + 3] = __uint_as_float(u.w);
-    }
+    for (int i = 0; i < 8; ++i) v[i] = __uint_as_float(w[i]);
   } else {
+    const uint4 a = dev::ld_stream16(q);
+    const T* h = reinterpret_cast<const T*>(&a);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      uint4 u = __ldg(p + i);
-      const T* h = reinterpret_cast<const T*>(&u);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[8 * i + j] = dev::Dt<T>::to_f(h[j]);
-    }
+    for (int i = 0; i < 8; ++i) v[i] = dev::Dt<T>::to_f(h[i]);
   }
 }
 
+// Max |x| over finite values of n8 groups of 8 elements into *out (float bits, non-negative,
+// so unsigned order = float order). Lane-contiguous 16-byte loads, 4 groups in flight.
 template <typename T>
-__device__ __forceinline__ void store64(T* dst, const float (&v)[64]) {
-  uint4* p = reinterpret_cast<uint4*>(dst);
-  constexpr int PER = 16 / sizeof(T);
-#pragma unroll
-  for (int i = 0; i < 64 / PER; ++i) {
-    uint4 u;
-    T* h = reinterpret_cast<T*>(&u);
-#pragma unroll
-    for (int j = 0; j < PER; ++j) h[j] = dev::Dt<T>::from_f(v[PER * i + j]);
-    p[i] = u;
-  }
-}
-
-// Max |x| over finite values into *out (float bits, non-negative, so unsigned order = float order).
-template <typename T>
-__global__ void __launch_bounds__(256) amax_kernel(const T* x, int64_t chunks, unsigned* out) {
+__global__ void __launch_bounds__(256) amax_kernel(const T* x, int64_t n8, unsigned* out) {
+  constexpr int U = 4;
   float m = 0.0f;
-  for (int64_t c = blockIdx.x * 256LL + threadIdx.x; c < chunks; c += static_cast<int64_t>(gridDim.x) * 256) {
-    float v[64];
-    load64(x + c * 64, v);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * 256;
+  for (int64_t g = blockIdx.x * 256LL + threadIdx.x; g < n8; g += U * stride) {
+    float v[U][8];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) {
-      float a = abs_f(v[i]);
-      if (is_finite(a)) m = max_f(m, a);
+    for (int u = 0; u < U; ++u) {
+      if (g + u * stride < n8) load8(x + (g + u * stride) * 8, v[u]);
+      else
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[u][i] = 0.0f;
     }
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float a = abs_f(v[u][i]);
+        if (is_finite(a)) m = max_f(m, a);
+      }
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
@@ -77,80 +70,103 @@ __global__ void __launch_bounds__(256) amax_kernel(const T* x, int64_t chunks, u
 // scale2[0] held the amax; replace it by the NVFP4 per-tensor scale.
 __global__ void nvfp4_finalize_kernel(float* scale2) { scale2[0] = nvfp4_global(scale2[0]); }
 
+// Quantise. Note [Quantize kernel]: each lane owns 8 consecutive elements, so a warp
+// reads 256 contiguous elements per step (coalesced 16-byte loads) and writes the 128
+// code bytes of those 4 chunks with one 4-byte store per lane. A block's statistics are
+// reduced over its B/8 lanes with shuffles, then every lane of the block derives the same
+// scale with block_scale_code and encodes its elements with encode_element (the CPU
+// reference's code). GEMM layout: linear byte 4u + t of a chunk sits at 8t + u, so the
+// word lane u stores (positions 4u..4u+3) is byte u/2 of lanes 4(u%2)..4(u%2)+3 of its
+// chunk: four shuffles. The chunk's scales are gathered to its first lane and stored as
+// one 1-, 2- or 4-byte word. Each thread does kQuantIters steps (loads first); NF4_DQ
+// uses 8, so that a CTA's 256 chunks are exactly one group of kDqGroup blocks.
+// Measured before (H100, 2026-11-22): one thread per 64-element chunk (128-byte strided
+// loads per lane) ran at 41-49 % of the copy bandwidth.
+template <Format F>
+constexpr int kQuantIters = F == Format::nf4_dq ? 8 : 4;
+template <Format F>
+constexpr int64_t quant_chunks_per_cta() { return static_cast<int64_t>(kConvertThreads) / 8 * kQuantIters<F>; }
+static_assert(quant_chunks_per_cta<Format::nf4_dq>() == kDqGroup, "NF4_DQ: one CTA per group");
+
 template <Format F, typename T, Layout L>
 __global__ void __launch_bounds__(kConvertThreads) quantize_kernel(const ConvertParams p) {
-  constexpr int B = block_size(F), NB = 64 / B;
-  const int64_t c = blockIdx.x * static_cast<int64_t>(kConvertThreads) + threadIdx.x;
-  const bool valid = c < p.chunks;
-  float v[64];
-  if (valid) load64(static_cast<const T*>(p.in) + c * 64, v);
+  constexpr int B = block_size(F), LPB = B / 8, IT = kQuantIters<F>;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, u = lane & 7;
+  const int64_t n = p.chunks * 64;
+  const int64_t base = blockIdx.x * static_cast<int64_t>(kConvertThreads * 8 * IT) + warp * (256 * IT) + lane * 8;
+  float v[IT][8];
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    if (base + i * 256 < n) load8(static_cast<const T*>(p.in) + base + i * 256, v[i]);
+    else
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[i][j] = 0.0f;
+  }
+  BlockStat st[IT];
+#pragma unroll
+  for (int i = 0; i < IT; ++i) {
+    st[i] = block_stat(v[i]);
+#pragma unroll
+    for (int o = 1; o < LPB; o <<= 1) {
+      st[i].amax = fmaxf(st[i].amax, __shfl_xor_sync(0xFFFFFFFFu, st[i].amax, o));
+      st[i].bad |= __shfl_xor_sync(0xFFFFFFFFu, static_cast<int>(st[i].bad), o) != 0;
+    }
+  }
   float s2 = 1.0f;
   if constexpr (F == Format::nvfp4) {
     s2 = nvfp4_global(__ldg(p.scale2));  // scale2[0] holds the tensor's amax here
   } else if constexpr (F == Format::nf4_dq) {
-    // This CTA's 256 chunks are one group of 256 blocks.
     __shared__ float red[kConvertThreads / 32];
-    float m = 0.0f;
-    if (valid) {
+    float m = 0.0f;  // finite amax of the group = max of its blocks' finite amax
 #pragma unroll
-      for (int i = 0; i < 64; ++i) {
-        float a = abs_f(v[i]);
-        if (is_finite(a)) m = max_f(m, a);
-      }
-    }
+    for (int i = 0; i < IT; ++i) m = fmaxf(m, st[i].amax);
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    for (int o = 8; o < 32; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+    if (lane == 0) red[warp] = m;
     __syncthreads();
     m = red[0];
 #pragma unroll
-    for (int i = 1; i < kConvertThreads / 32; ++i) m = fmaxf(m, red[i]);
+    for (int w = 1; w < kConvertThreads / 32; ++w) m = fmaxf(m, red[w]);
     s2 = nf4dq_group_scale(m);
     if (threadIdx.x == 0) p.scale2[blockIdx.x] = s2;
   }
-  if (!valid) return;
-
-  uint8_t code[64];
-  uint32_t sc[NB];
 #pragma unroll
-  for (int b = 0; b < NB; ++b) {
-    float xb[B];
-    uint8_t cb[B];
+  for (int i = 0; i < IT; ++i) {
+    const int64_t e = base + i * 256;
+    float s;
+    const uint32_t sc = block_scale_code<F>(st[i], s2, s);
+    const bool zero = block_is_zero(st[i], s);
+    uint32_t w = 0;
 #pragma unroll
-    for (int i = 0; i < B; ++i) xb[i] = v[b * B + i];
-    sc[b] = encode_block<F, B>(xb, s2, cb);
+    for (int j = 0; j < 8; ++j) w |= encode_element<F>(v[i][j], s, zero) << (4 * j);
+    if constexpr (L == Layout::gemm) {
+      const int src = (lane & ~7) + 4 * (u & 1), t = u >> 1;
+      uint32_t g = 0;
 #pragma unroll
-    for (int i = 0; i < B; ++i) code[b * B + i] = cb[i];
-  }
-  // 32 code bytes; in the GEMM layout position p holds linear byte gemm_byte_unperm(p).
-  uint32_t w[8];
-#pragma unroll
-  for (int q = 0; q < 8; ++q) {
-    uint32_t word = 0;
-#pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const int pos = 4 * q + t;
-      const int j = L == Layout::gemm ? gemm_byte_unperm(pos) : pos;
-      word |= static_cast<uint32_t>(code[2 * j] | (code[2 * j + 1] << 4)) << (8 * t);
+      for (int q = 0; q < 4; ++q) g |= ((__shfl_sync(0xFFFFFFFFu, w, src + q) >> (8 * t)) & 0xFFu) << (8 * q);
+      w = g;
     }
-    w[q] = word;
-  }
-  uint4* dst = reinterpret_cast<uint4*>(p.codes + c * 32);  // row n, chunk kc of GEMM = linear chunk c
-  dst[0] = make_uint4(w[0], w[1], w[2], w[3]);
-  dst[1] = make_uint4(w[4], w[5], w[6], w[7]);
-
-  int64_t soff;  // first scale byte of this chunk
-  if constexpr (L == Layout::linear) {
-    soff = c * NB * scale_bytes(F);
-  } else {
-    const int64_t n = c / p.kc_per_row, kc = c % p.kc_per_row;
-    soff = (kc * p.npad + n) * chunk_scale_bytes(F);
-  }
-  if constexpr (F == Format::nf4) {
-    *reinterpret_cast<uint32_t*>(p.scales + soff) = sc[0];
-  } else {
+    // The chunk's scales, gathered to lane u == 0 (block b of the chunk is lanes b*LPB..).
+    uint32_t scw = sc;
+    if constexpr (F == Format::nvfp4 || F == Format::mxfp4) {
 #pragma unroll
-    for (int b = 0; b < NB; ++b) p.scales[soff + b] = static_cast<uint8_t>(sc[b]);
+      for (int b = 1; b < 8 / LPB; ++b) scw |= __shfl_down_sync(0xFFFFFFFFu, sc, b * LPB) << (8 * b);
+    }
+    if (e >= n) continue;  // whole chunks are valid or not
+    reinterpret_cast<uint32_t*>(p.codes)[e / 8] = w;  // bytes e/2 .. e/2+3
+    if (u == 0) {
+      const int64_t c = e / 64;
+      int64_t soff;  // first scale byte of this chunk
+      if constexpr (L == Layout::linear) {
+        soff = c * chunk_scale_bytes(F);
+      } else {
+        const int64_t row = c / p.kc_per_row, kc = c % p.kc_per_row;
+        soff = (kc * p.npad + row) * chunk_scale_bytes(F);
+      }
+      if constexpr (chunk_scale_bytes(F) == 4) *reinterpret_cast<uint32_t*>(p.scales + soff) = scw;
+      else if constexpr (chunk_scale_bytes(F) == 2) *reinterpret_cast<uint16_t*>(p.scales + soff) = static_cast<uint16_t>(scw);
+      else p.scales[soff] = static_cast<uint8_t>(scw);
+    }
   }
 }
 

@@ -219,14 +219,13 @@ VSTACK_HD float nf4dq_group_scale(float group_amax) {
   return g > 0.0f ? g : 1.0f;
 }
 
-// Encode a block. scale2: NVFP4 the per-tensor g, NF4_DQ the group's g2, else unused.
-// Returns the stored scale: a u8 code, or the fp32 bits of the absmax for NF4.
-template <Format F, int N>
-VSTACK_HD uint32_t encode_block(const float (&x)[N], float scale2, uint8_t (&codes)[N]) {
-  static_assert(N == block_size(F), "block size");
-  BlockStat st = block_stat(x);
+// The stored scale of a block from its statistics (first half of encode_block; the GPU
+// quantize kernel reduces BlockStat across lanes and calls this). scale2: NVFP4 the
+// per-tensor g, NF4_DQ the group's g2, else unused. Returns the stored scale (a u8
+// code, or the fp32 bits of the absmax for NF4) and sets s, the block's decode scale.
+template <Format F>
+VSTACK_HD uint32_t block_scale_code(BlockStat st, float scale2, float& s) {
   uint32_t sc;
-  float s;  // the block's decode scale
   if constexpr (F == Format::nvfp4) {
     sc = st.bad ? kE4m3Nan : e4m3_encode_pos(st.amax / (kE2m1Max * scale2));
     s = e4m3_value(sc) * scale2;
@@ -248,15 +247,29 @@ VSTACK_HD uint32_t encode_block(const float (&x)[N], float scale2, uint8_t (&cod
     sc = st.bad ? kE4m3Nan : e4m3_encode_pos(st.amax / scale2);
     s = e4m3_value(sc) * scale2;
   }
-  const bool zero = st.bad || !(s > 0.0f);
+  return sc;
+}
+
+// Code of one element of a block with decode scale s (second half of encode_block);
+// zero: the block has a NaN/Inf or a scale that is not positive.
+template <Format F>
+VSTACK_HD uint32_t encode_element(float x, float s, bool zero) {
+  if (zero) return zero_code(F);
+  if constexpr (uses_nf4_table(F)) return nf4_encode(x / s);
+  else return e2m1_encode(x / s);
+}
+VSTACK_HD bool block_is_zero(BlockStat st, float s) { return st.bad || !(s > 0.0f); }
+
+// Encode a block: its stored scale (see block_scale_code) and its codes.
+template <Format F, int N>
+VSTACK_HD uint32_t encode_block(const float (&x)[N], float scale2, uint8_t (&codes)[N]) {
+  static_assert(N == block_size(F), "block size");
+  const BlockStat st = block_stat(x);
+  float s;
+  const uint32_t sc = block_scale_code<F>(st, scale2, s);
+  const bool zero = block_is_zero(st, s);
 VSTACK_UNROLL
-  for (int i = 0; i < N; ++i) {
-    uint32_t c;
-    if (zero) c = zero_code(F);
-    else if constexpr (uses_nf4_table(F)) c = nf4_encode(x[i] / s);
-    else c = e2m1_encode(x[i] / s);
-    codes[i] = static_cast<uint8_t>(c);
-  }
+  for (int i = 0; i < N; ++i) codes[i] = static_cast<uint8_t>(encode_element<F>(x[i], s, zero));
   return sc;
 }
 
