@@ -41,7 +41,8 @@ vstack_status_t launch_bwd(const BwdParams& p, cudaStream_t stream) {
   }
   if ((e = cudaGetLastError()) != cudaSuccess) return kernels::fail(VSTACK_ERR_CUDA, "attn bwd: launch: %s", cudaGetErrorString(e));
 
-  bwd_dq_kernel<T, D><<<rgrid, 256, 0, stream>>>(p);
+  if constexpr (D == 128 && VSTACK_ATTN_BWD_WGMMA) bwd_dq_kernel<T, D, true><<<rgrid, 256, 0, stream>>>(p);
+  else bwd_dq_kernel<T, D><<<rgrid, 256, 0, stream>>>(p);
   if ((e = cudaGetLastError()) != cudaSuccess) return kernels::fail(VSTACK_ERR_CUDA, "attn bwd dq: launch: %s", cudaGetErrorString(e));
   return VSTACK_OK;
 }

@@ -36,8 +36,24 @@ struct BwdWgTile {
   static constexpr int kKBytes = kBN * kD * 2;   // K (and V): D / 64 blocks of [kBN][64]
   static constexpr int kQBytes = kBM * kD * 2;   // one stage of Q (and dO): D / 64 blocks of [kBM][64]
   static constexpr int kdSBytes = kBM * kBN * 2; // dS: kBN / 64 blocks of [kBM][64]
-  static constexpr int kSmem = 1024 /* alignment slack */ + 2 * kKBytes + 4 * kQBytes + kdSBytes + 4 * kBM * 4;
+  static constexpr int kdQBytes = kBM * 64 * 4;  // per warpgroup and stage: its 64 columns of dQ, fp32
+  static constexpr int kSmem = 1024 /* alignment slack */ + 2 * kKBytes + 4 * kQBytes + kdSBytes + 4 * kdQBytes + 4 * kBM * 4;
 };
+
+// Note [dQ planes]
+// The wgmma kernel adds dQ with bulk asynchronous reductions (cp.reduce.async.bulk .add.f32,
+// one 16 KiB block per warpgroup and query tile) instead of one red.global per element (which
+// took a third of the kernel's time). For the block to be contiguous, dq_accum is laid out as
+// two planes (columns 0..63 and 64..127), each [heads_kv][total_q * group][64] in packed-row
+// order (Note [Packed query rows]); within a row the 16-byte chunk c of packed row r is stored
+// at chunk c ^ (r % 8) so that the warpgroup's stores to the staging block are free of bank
+// conflicts (r counts from the sequence's first packed row, so tiles start at r % 8 = 0).
+// Offset in floats of column col (0..127) of packed row r of the head group hkv of the sequence
+// that starts at row q0.
+__device__ __forceinline__ int64_t dq_plane_offset(const Shape& s, int hkv, int q0, int r, int col) {
+  const int64_t row = (int64_t(hkv) * s.total_q + q0) * s.group + r;
+  return (col / 64) * int64_t(s.total_q) * s.heads_q * 64 + row * 64 + ((((col % 64) / 4) ^ (r % 8)) * 4) + col % 4;
+}
 
 __device__ __forceinline__ void stsm_x4_t(void* p, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(smem_u32(p)), "r"(r0),
@@ -45,8 +61,22 @@ __device__ __forceinline__ void stsm_x4_t(void* p, uint32_t r0, uint32_t r1, uin
                : "memory");
 }
 
-__device__ __forceinline__ void red_add_f32x2(float* dst, float a, float b) {
-  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(dst), "f"(a), "f"(b) : "memory");
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(valid ? 4 : 0));
+}
+// dst[0..bytes) += src[0..bytes) (fp32), asynchronously (bulk copy engine); completion tracked by
+// bulk_commit / bulk_wait_read (source may be overwritten) / bulk_wait (done).
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, const void* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst),
+               "r"(smem_u32(src)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 template <typename T, bool Causal>
@@ -63,7 +93,8 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
   unsigned char* sQ0 = sV + Tl::kKBytes;         // [2 stages]
   unsigned char* sdO0 = sQ0 + 2 * Tl::kQBytes;   // [2 stages]
   unsigned char* sdS = sdO0 + 2 * Tl::kQBytes;
-  float* sLse = reinterpret_cast<float*>(sdS + Tl::kdSBytes);  // [2][BM], log2 domain
+  float* sdQ = reinterpret_cast<float*>(sdS + Tl::kdSBytes);   // [2 warpgroups][2 stages][BM][64], Note [dQ planes]
+  float* sLse = sdQ + 4 * BM * 64;                             // [2][BM], natural log
   float* sDsum = sLse + 2 * BM;                                 // [2][BM]
 
   const Shape& s = p.s;
@@ -107,39 +138,63 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
     cp_async16(sV + tile_off(BN, row, ch), valid ? v_seq + int64_t(j) * p.v.row_stride + ch * 8 : v_seq, valid);
   }
 
-  auto load_q_tile = [&](int m, int buf) {
+  // Packed row r = i * G + hg as (i, hg), advanced without divisions (an integer division per
+  // row and tile is ~20 instructions): rows m * BM + tid / kChunks + 16 k of the tiles this
+  // thread loads, and row m * BM + tid of lse / dsum. load_q_tile is called for m_begin, m_begin + 1, ...
+  struct RowPos {
+    int i, hg;
+  };
+  const int q16 = 16 / G, r16 = 16 % G, q64 = BM / G, r64 = BM % G;
+  auto advance = [G](RowPos a, int q, int r) {
+    a.i += q;
+    a.hg += r;
+    if (a.hg >= G) {
+      a.hg -= G;
+      ++a.i;
+    }
+    return a;
+  };
+  RowPos pos_q{(m_begin * BM + tid / kChunks) / G, (m_begin * BM + tid / kChunks) % G};
+  RowPos pos_l{(m_begin * BM + tid) / G, (m_begin * BM + tid) % G};
+  static_assert(Tl::kThreads / kChunks == 16, "rows of one pass of load_q_tile");
+
+  auto load_q_tile = [&](int buf) {
     unsigned char* q_s = sQ0 + buf * Tl::kQBytes;
     unsigned char* do_s = sdO0 + buf * Tl::kQBytes;
+    const int ch = tid % kChunks;
+    RowPos a = pos_q;
 #pragma unroll
-    for (int c = tid; c < BM * kChunks; c += Tl::kThreads) {
-      const int row = c / kChunks, ch = c % kChunks;
-      const int r = m * BM + row;
-      const bool valid = r < rows;
+    for (int k = 0; k < BM / 16; ++k) {
+      const int row = tid / kChunks + 16 * k;
+      const bool valid = a.i < si.sq;
       const T* qs = q_seq;
       const T* ds = do_seq;
       if (valid) {
-        const int i = r / G, h = hq0 + r % G;
-        qs += int64_t(i) * p.q.row_stride + int64_t(h) * p.q.head_stride + ch * 8;
-        ds += int64_t(i) * p.dout.row_stride + int64_t(h) * p.dout.head_stride + ch * 8;
+        const int h = hq0 + a.hg;
+        qs += int64_t(a.i) * p.q.row_stride + int64_t(h) * p.q.head_stride + ch * 8;
+        ds += int64_t(a.i) * p.dout.row_stride + int64_t(h) * p.dout.head_stride + ch * 8;
       }
       cp_async16(q_s + tile_off(BM, row, ch), qs, valid);
       cp_async16(do_s + tile_off(BM, row, ch), ds, valid);
+      a = advance(a, q16, r16);
     }
+    pos_q = advance(pos_q, q64, r64);
+    // Rows past the end read lse = dsum = 0 (zero-filled): their Q and dO rows are zero, so
+    // P = 1 there but dP = 0, dS = 0 and P^T dO = 0; their dQ rows are not written.
     if (tid < BM) {
-      const int r = m * BM + tid;
-      float l = INFINITY, d = 0.f;  // rows past the end: P = exp2(-inf) = 0
-      if (r < rows) {
-        const int i = r / G, h = hq0 + r % G;
-        l = lse_seq[int64_t(h) * p.lse_head_stride + i] * 1.4426950408889634f;
-        d = dsum_seq[int64_t(i) * s.heads_q + h];
+      const bool valid = pos_l.i < si.sq;
+      const float* l = lse_seq;
+      const float* d = dsum_seq;
+      if (valid) {
+        const int h = hq0 + pos_l.hg;
+        l += int64_t(h) * p.lse_head_stride + pos_l.i;
+        d += int64_t(pos_l.i) * s.heads_q + h;
       }
-      sLse[buf * BM + tid] = l;
-      sDsum[buf * BM + tid] = d;
+      cp_async4(sLse + buf * BM + tid, l, valid);
+      cp_async4(sDsum + buf * BM + tid, d, valid);
     }
+    pos_l = advance(pos_l, q64, r64);
   };
-
-  if (m_begin < m_end) load_q_tile(m_begin, 0);
-  cp_async_commit();
 
   float acc_dv[D / 2], acc_dk[D / 2];
 #pragma unroll
@@ -150,20 +205,12 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
   const unsigned char* sK_w = sK + w * 64 * 128;  // A operand rows of this warpgroup (within each block)
   const unsigned char* sV_w = sV + w * 64 * 128;
 
-  for (int m = m_begin; m < m_end; ++m) {
-    const int buf = (m - m_begin) & 1;
-    cp_async_wait<0>();
-    wg::fence_proxy_async();
-    __syncthreads();
-    if (m + 1 < m_end) load_q_tile(m + 1, buf ^ 1);
-    cp_async_commit();
+  // S^T = K_w Q^T, dP^T = V_w dO^T of the tile in stage buf: [64 keys] x [64 queries], k over D;
+  // two commit groups (S, then dP).
+  float acc_s[BM / 2], acc_dp[BM / 2];
+  auto issue_sdp = [&](int buf) {
     const unsigned char* sQ = sQ0 + buf * Tl::kQBytes;
     const unsigned char* sdO = sdO0 + buf * Tl::kQBytes;
-    const float* lse2 = sLse + buf * BM;
-    const float* dsum = sDsum + buf * BM;
-
-    // S^T = K_w Q^T, dP^T = V_w dO^T: [64 keys] x [64 queries], k over D.
-    float acc_s[BM / 2], acc_dp[BM / 2];
     wg::fence_operands(acc_s);
     wg::fence_operands(acc_dp);
     wg::arrive();
@@ -177,9 +224,33 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
       wg::mma_ss<BM, T, 0>(acc_dp, wg::desc_kmajor(sV_w + (kk / 4) * BN * 128) + 2 * (kk % 4),
                            wg::desc_kmajor(sdO + (kk / 4) * BM * 128) + 2 * (kk % 4), kk > 0);
     wg::commit();
+  };
+  // The stage's cp.async data (this thread's and, after the barrier, everyone's) is visible to wgmma.
+  auto wait_stage = [&]() {
+    cp_async_wait<0>();
+    wg::fence_proxy_async();
+    __syncthreads();
+  };
+
+  if (m_begin < m_end) load_q_tile(0);
+  cp_async_commit();
+
+  for (int m = m_begin; m < m_end; ++m) {
+    const int buf = (m - m_begin) & 1;
+    wait_stage();
+    // The next tile's loads go out before this tile's products: issued after them (so that the
+    // address arithmetic overlaps the wgmmas) they cost registers, 190 bytes of spill and 25%
+    // of the speed (H100, 8k).
+    if (m + 1 < m_end) load_q_tile(buf ^ 1);  // stage buf ^ 1 was last read by tile m - 1
+    cp_async_commit();
+    issue_sdp(buf);
+    const unsigned char* sQ = sQ0 + buf * Tl::kQBytes;
+    const unsigned char* sdO = sdO0 + buf * Tl::kQBytes;
+    const float* lse = sLse + buf * BM;
+    const float* dsum = sDsum + buf * BM;
+
     wg::wait<1>();
     wg::fence_operands(acc_s);
-
     // Masks only on tiles that hold the key tail or cross the causal diagonal (NOTES: the
     // per-element division by the group size is expensive).
     const bool tail = j0 + BN > si.sk;
@@ -191,7 +262,7 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
       bool valid = true;
       if (tail) valid = j < si.sk;
       if (Causal && diag) valid = valid && j <= (m * BM + c) / G + off;
-      acc_s[e] = valid ? fast_exp2(fmaf(acc_s[e], s.scale_log2, -lse2[c])) : 0.f;
+      acc_s[e] = valid ? fast_exp2(fmaf(acc_s[e], s.scale_log2, -lse[c] * 1.4426950408889634f)) : 0.f;
     }
     uint32_t a_p[BM / 16][4];
 #pragma unroll
@@ -234,6 +305,7 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
       stsm_x4_t(sdS + w * BM * 128 + wg::sw128_offset(qrow, key), a_ds[kk][0], a_ds[kk][1], a_ds[kk][2], a_ds[kk][3]);
     }
     wg::fence_proxy_async();
+    if (tid % 128 == 0) bulk_wait_read<1>();  // the staging block of tile m - 2 has been read
     __syncthreads();
 
     // dQ[:, 64w..64w+63] = dS K[:, 64w..64w+63]: [64 queries] x [64], k over the 128 keys.
@@ -250,16 +322,28 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
     wg::fence_operands(acc_dv);
     wg::fence_operands(acc_dk);
 
+    // Staging block of this warpgroup for tile m: row r, 16-byte chunk c at c ^ (r % 8) (Note [dQ planes]).
+    float* stage = sdQ + (2 * w + buf) * BM * 64;
 #pragma unroll
     for (int ri = 0; ri < 2; ++ri) {
-      const int r = m * BM + 16 * wi + gq + 8 * ri;
-      if (r >= rows) continue;
-      float* dst = p.dq_accum + (int64_t(si.q0 + r / G) * s.heads_q + hq0 + r % G) * D + 64 * w + 2 * qd;
+      const int r = 16 * wi + gq + 8 * ri;
 #pragma unroll
-      for (int t = 0; t < 8; ++t) red_add_f32x2(dst + 8 * t, acc_dq[4 * t + 2 * ri], acc_dq[4 * t + 2 * ri + 1]);
+      for (int t = 0; t < 8; ++t) {
+        const int col = 8 * t + 2 * qd;
+        *reinterpret_cast<float2*>(stage + r * 64 + (((col / 4) ^ (r % 8)) * 4) + col % 4) =
+            make_float2(acc_dq[4 * t + 2 * ri], acc_dq[4 * t + 2 * ri + 1]);
+      }
+    }
+    wg::fence_proxy_async();
+    bar_sync(1 + w, 128);
+    if (tid % 128 == 0) {
+      const int n = min(BM, rows - m * BM);
+      bulk_reduce_add_f32(p.dq_accum + dq_plane_offset(s, hkv, si.q0, m * BM, 64 * w), stage, n * 64 * 4);
+      bulk_commit();
     }
   }
   cp_async_wait<0>();
+  if (tid % 128 == 0) bulk_wait();
 
   // dK = scale * dS^T Q; dV = P^T dO.
 #pragma unroll

@@ -59,10 +59,13 @@ def bench_grid(args, out):
         seqlens, hds = [1024, 4096, 16384], [64, 128, 256]
     if args.hd:
         hds = [int(x) for x in args.hd.split(",")]
+    if args.seqlens:
+        seqlens = [int(x) for x in args.seqlens.split(",")]
+    causals = [c == "yes" for c in args.causal.split(",")]
     fns = {k: f for k, f in impls().items() if k in args.impls.split(",")}
     rows = []
     for hd in hds:
-        for causal in (False, True):
+        for causal in causals:
             for s in seqlens:
                 b, h = 16384 // s, 2048 // hd
                 q, k, v = (torch.randn(b, h, s, hd, device="cuda", dtype=torch.bfloat16, requires_grad=True)
@@ -180,6 +183,8 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--only", default="grid,decode,memory")
     ap.add_argument("--hd", default="", help="head dims of the grid, e.g. 128 (default: 64,128,256)")
+    ap.add_argument("--seqlens", default="", help="seqlens of the grid, e.g. 4096,16384 (default: 512...16384)")
+    ap.add_argument("--causal", default="no,yes", help="causal settings of the grid: no,yes / no / yes")
     ap.add_argument("--impls", default="vstack,sdpa-flash,sdpa-cudnn")
     args = ap.parse_args()
     out = [f"Device: {torch.cuda.get_device_name()}, torch {torch.__version__}; TFLOPS, median of {args.reps}.", ""]

@@ -3,7 +3,8 @@
 // the mma.sync kernel (the reference checked by attn_gpu_test and test_attn_torch.py) on fresh
 // random inputs, outputs poisoned with NaN, ragged shapes, Sq != Sk, GQA, both layouts, varlen,
 // bf16 and fp16; then times both on the benchmark shapes (16k tokens, 16 heads).
-// Build: nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -I. -Iinclude
+// Built by meson as tests/attn/attn_bwd_compare; alone (seconds, while iterating on the kernel):
+//   nvcc -std=c++20 -O3 -gencode=arch=compute_90a,code=sm_90a -I. -Iinclude
 //        tests/gpu/attn/bwd_compare.cu kernels/status.cpp -o bwd_compare
 // Usage: bwd_compare [--no-time]. Exit status 0 only if every case passed.
 #include <cuda_runtime.h>
