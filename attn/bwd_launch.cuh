@@ -19,7 +19,8 @@ template <typename T, int D, bool Causal>
 vstack_status_t launch_bwd(const BwdParams& p, cudaStream_t stream) {
   constexpr BwdTile t = bwd_tile(D);
   const dim3 rgrid(ceil_div(int64_t(p.s.seqlen_q) * p.s.heads_q, 8), p.s.batch);
-  bwd_prep_kernel<T, D><<<rgrid, 256, 0, stream>>>(p);
+  if constexpr (D == 128 && VSTACK_ATTN_BWD_WGMMA) bwd_prep_kernel<T, D, true><<<rgrid, 256, 0, stream>>>(p);
+  else bwd_prep_kernel<T, D><<<rgrid, 256, 0, stream>>>(p);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return kernels::fail(VSTACK_ERR_CUDA, "attn bwd prep: launch: %s", cudaGetErrorString(e));
 

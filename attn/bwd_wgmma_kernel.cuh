@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
   unsigned char* sdO0 = sQ0 + 2 * Tl::kQBytes;   // [2 stages]
   unsigned char* sdS = sdO0 + 2 * Tl::kQBytes;
   float* sdQ = reinterpret_cast<float*>(sdS + Tl::kdSBytes);   // [2 warpgroups][2 stages][BM][64], Note [dQ planes]
-  float* sLse = sdQ + 4 * BM * 64;                             // [2][BM], natural log
+  float* sLse = sdQ + 4 * BM * 64;                             // [2][BM], lse * log2(e)
   float* sDsum = sLse + 2 * BM;                                 // [2][BM]
 
   const Shape& s = p.s;
@@ -121,8 +121,10 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
   const T* v_seq = static_cast<const T*>(p.v.ptr) + seq_offset(s, p.v, b, si.k0, hkv);
   const T* q_seq = static_cast<const T*>(p.q.ptr) + seq_offset(s, p.q, b, si.q0, 0);
   const T* do_seq = static_cast<const T*>(p.dout.ptr) + seq_offset(s, p.dout, b, si.q0, 0);
-  const float* lse_seq = p.lse + lse_offset(s, p.lse_batch_stride, p.lse_head_stride, b, si.q0, 0);
-  const float* dsum_seq = p.dsum + int64_t(si.q0) * s.heads_q;
+  // lse * log2(e) and dsum of this head group and sequence, in packed-row order (bwd_prep_kernel).
+  const int64_t packed0 = (int64_t(hkv) * s.total_q + si.q0) * G;
+  const float* lse_seq = p.lse_log2 + packed0;
+  const float* dsum_seq = p.dsum + packed0;
 
   // Chunk ch of row `row` of a tile of `nrows` rows: SW128 block ch / 8, chunk ch % 8 of the row.
   auto tile_off = [](int nrows, int row, int ch) {
@@ -140,7 +142,7 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
 
   // Packed row r = i * G + hg as (i, hg), advanced without divisions (an integer division per
   // row and tile is ~20 instructions): rows m * BM + tid / kChunks + 16 k of the tiles this
-  // thread loads, and row m * BM + tid of lse / dsum. load_q_tile is called for m_begin, m_begin + 1, ...
+  // thread loads. load_q_tile is called for m_begin, m_begin + 1, ...
   struct RowPos {
     int i, hg;
   };
@@ -155,10 +157,9 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
     return a;
   };
   RowPos pos_q{(m_begin * BM + tid / kChunks) / G, (m_begin * BM + tid / kChunks) % G};
-  RowPos pos_l{(m_begin * BM + tid) / G, (m_begin * BM + tid) % G};
   static_assert(Tl::kThreads / kChunks == 16, "rows of one pass of load_q_tile");
 
-  auto load_q_tile = [&](int buf) {
+  auto load_q_tile = [&](int m, int buf) {
     unsigned char* q_s = sQ0 + buf * Tl::kQBytes;
     unsigned char* do_s = sdO0 + buf * Tl::kQBytes;
     const int ch = tid % kChunks;
@@ -182,18 +183,11 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
     // Rows past the end read lse = dsum = 0 (zero-filled): their Q and dO rows are zero, so
     // P = 1 there but dP = 0, dS = 0 and P^T dO = 0; their dQ rows are not written.
     if (tid < BM) {
-      const bool valid = pos_l.i < si.sq;
-      const float* l = lse_seq;
-      const float* d = dsum_seq;
-      if (valid) {
-        const int h = hq0 + pos_l.hg;
-        l += int64_t(h) * p.lse_head_stride + pos_l.i;
-        d += int64_t(pos_l.i) * s.heads_q + h;
-      }
-      cp_async4(sLse + buf * BM + tid, l, valid);
-      cp_async4(sDsum + buf * BM + tid, d, valid);
+      const int r = m * BM + tid;
+      const bool valid = r < rows;
+      cp_async4(sLse + buf * BM + tid, valid ? lse_seq + r : lse_seq, valid);
+      cp_async4(sDsum + buf * BM + tid, valid ? dsum_seq + r : dsum_seq, valid);
     }
-    pos_l = advance(pos_l, q64, r64);
   };
 
   float acc_dv[D / 2], acc_dk[D / 2];
@@ -232,16 +226,29 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
     __syncthreads();
   };
 
-  if (m_begin < m_end) load_q_tile(0);
+  if (m_begin < m_end) load_q_tile(m_begin, 0);
   cp_async_commit();
+
+  // dQ of tile m, staged by this warpgroup, added to dq_accum by the bulk copy engine; the caller
+  // has ordered the staging stores (fence_proxy_async, then a barrier).
+  auto reduce_dq = [&](int m) {
+    if (tid % 128 == 0) {
+      const int n = min(BM, rows - m * BM);
+      bulk_reduce_add_f32(p.dq_accum + dq_plane_offset(s, hkv, si.q0, m * BM, 64 * w),
+                          sdQ + (2 * w + ((m - m_begin) & 1)) * BM * 64, n * 64 * 4);
+      bulk_commit();
+    }
+  };
 
   for (int m = m_begin; m < m_end; ++m) {
     const int buf = (m - m_begin) & 1;
     wait_stage();
+    // dQ of the previous tile: its staging stores are ordered by the barrier above.
+    if (m > m_begin) reduce_dq(m - 1);
     // The next tile's loads go out before this tile's products: issued after them (so that the
     // address arithmetic overlaps the wgmmas) they cost registers, 190 bytes of spill and 25%
     // of the speed (H100, 8k).
-    if (m + 1 < m_end) load_q_tile(buf ^ 1);  // stage buf ^ 1 was last read by tile m - 1
+    if (m + 1 < m_end) load_q_tile(m + 1, buf ^ 1);  // stage buf ^ 1 was last read by tile m - 1
     cp_async_commit();
     issue_sdp(buf);
     const unsigned char* sQ = sQ0 + buf * Tl::kQBytes;
@@ -262,7 +269,7 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
       bool valid = true;
       if (tail) valid = j < si.sk;
       if (Causal && diag) valid = valid && j <= (m * BM + c) / G + off;
-      acc_s[e] = valid ? fast_exp2(fmaf(acc_s[e], s.scale_log2, -lse[c] * 1.4426950408889634f)) : 0.f;
+      acc_s[e] = valid ? fast_exp2(fmaf(acc_s[e], s.scale_log2, -lse[c])) : 0.f;
     }
     uint32_t a_p[BM / 16][4];
 #pragma unroll
@@ -334,13 +341,11 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
             make_float2(acc_dq[4 * t + 2 * ri], acc_dq[4 * t + 2 * ri + 1]);
       }
     }
-    wg::fence_proxy_async();
+    wg::fence_proxy_async();  // reduced by reduce_dq(m) after the next barrier
+  }
+  if (m_begin < m_end) {
     bar_sync(1 + w, 128);
-    if (tid % 128 == 0) {
-      const int n = min(BM, rows - m * BM);
-      bulk_reduce_add_f32(p.dq_accum + dq_plane_offset(s, hkv, si.q0, m * BM, 64 * w), stage, n * 64 * 4);
-      bulk_commit();
-    }
+    reduce_dq(m_end - 1);
   }
   cp_async_wait<0>();
   if (tid % 128 == 0) bulk_wait();

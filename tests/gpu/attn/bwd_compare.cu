@@ -135,7 +135,7 @@ BwdParams make_params(const Case& c, Bufs& bf, std::mt19937& rng, size_t* nq, si
   alloc(&bf.q, *nq); alloc(&bf.o, *nq); alloc(&bf.dout, *nq); alloc(&bf.dq, *nq);
   alloc(&bf.k, *nk); alloc(&bf.v, *nk); alloc(&bf.dk, *nk); alloc(&bf.dv, *nk);
   CK(cudaMalloc(&bf.lse, size_t(tq) * c.Hq * 4));
-  CK(cudaMalloc(&bf.ws, size_t(tq) * c.Hq * (D + 1) * 4 + 4096));
+  CK(cudaMalloc(&bf.ws, size_t(tq) * c.Hq * (D + 2) * 4 + 8192));
   bf.cuq = bf.cuk = nullptr;
   if (c.varlen) {
     CK(cudaMalloc(&bf.cuq, cq.size() * 4));
@@ -160,6 +160,7 @@ BwdParams make_params(const Case& c, Bufs& bf, std::mt19937& rng, size_t* nq, si
   else { p.lse_head_stride = c.Sq; p.lse_batch_stride = int64_t(c.Hq) * c.Sq; }
   p.dq_accum = bf.ws;
   p.dsum = bf.ws + ((size_t(tq) * c.Hq * D + 63) / 64) * 64;
+  p.lse_log2 = p.dsum + ((size_t(tq) * c.Hq + 63) / 64) * 64;
   if (fill) {
     const bool bf16 = std::is_same_v<T, __nv_bfloat16>;
     std::normal_distribution<float> nd(0.f, 1.f);
