@@ -12,7 +12,8 @@
 //                                            its k16 slices), B = dO / Q MN-major;
 //   dS  -> shared memory as [query][key] (stmatrix .trans), then
 //   dQ[:, 64w..64w+63] = dS K[:, 64w..]    wgmma over all 128 keys, A = dS, B = K MN-major,
-//                                            added to the fp32 accumulator with red.global.
+//                                            staged in shared memory and added to the fp32
+//                                            accumulator by a bulk reduce (Note [dQ planes]).
 // The transposed products put the keys in M, so P^T and dS^T never go through shared memory
 // for dV and dK (FlashAttention-3 does the same). Q, dO, lse and dsum of the next query tile
 // are fetched with cp.async during the current one (2 stages). Every operand in shared memory
@@ -42,12 +43,15 @@ struct BwdWgTile {
 
 // Note [dQ planes]
 // The wgmma kernel adds dQ with bulk asynchronous reductions (cp.reduce.async.bulk .add.f32,
-// one 16 KiB block per warpgroup and query tile) instead of one red.global per element (which
-// took a third of the kernel's time). For the block to be contiguous, dq_accum is laid out as
+// one 16 KiB block per warpgroup and query tile, two staging blocks per warpgroup so that the
+// reduce of tile m - 1 is in flight while tile m is staged) instead of one red.global per
+// element (which took a third of the kernel's time). For the block to be contiguous, dq_accum is laid out as
 // two planes (columns 0..63 and 64..127), each [heads_kv][total_q * group][64] in packed-row
 // order (Note [Packed query rows]); within a row the 16-byte chunk c of packed row r is stored
 // at chunk c ^ (r % 8) so that the warpgroup's stores to the staging block are free of bank
 // conflicts (r counts from the sequence's first packed row, so tiles start at r % 8 = 0).
+// bwd_prep_kernel<..., kPacked> writes dsum and lse * log2(e) in the same packed-row order, and
+// bwd_dq_kernel<..., kPlanes> reads this layout back.
 // Offset in floats of column col (0..127) of packed row r of the head group hkv of the sequence
 // that starts at row q0.
 __device__ __forceinline__ int64_t dq_plane_offset(const Shape& s, int hkv, int q0, int r, int col) {
