@@ -15,7 +15,9 @@
 namespace vstack::attn {
 
 // One warp per (query position, head); grid (ceil(seqlen_q * heads_q / 8), batch).
-template <typename T, int D>
+// kPacked (the wgmma kernel): dsum and lse * log2(e) in packed-row order (Note [dQ planes]),
+// so that the main kernel reads 64 consecutive values per query tile.
+template <typename T, int D, bool kPacked = false>
 __global__ void __launch_bounds__(256) bwd_prep_kernel(const __grid_constant__ BwdParams p) {
   const Shape& s = p.s;
   const int b = blockIdx.y;
@@ -32,13 +34,24 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const __grid_constant__ B
 #pragma unroll
   for (int w = 16; w >= 1; w /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, w);
   const int64_t prow = int64_t(si.q0 + i) * s.heads_q + h;
-  if (lane == 0) p.dsum[prow] = acc;
+  if constexpr (kPacked) {
+    if (lane == 0) {
+      const int64_t packed = (int64_t(h / s.group) * s.total_q + si.q0) * s.group + int64_t(i) * s.group + h % s.group;
+      p.dsum[packed] = acc;
+      p.lse_log2[packed] =
+          p.lse[lse_offset(s, p.lse_batch_stride, p.lse_head_stride, b, si.q0, h) + i] * 1.4426950408889634f;
+    }
+  } else {
+    if (lane == 0) p.dsum[prow] = acc;
+  }
   float* dqa = p.dq_accum + prow * D + lane * E;
 #pragma unroll
   for (int e = 0; e < E; ++e) dqa[e] = 0.f;
 }
 
-template <typename T, int D>
+// kPlanes: dq_accum in the layout of the wgmma kernel (Note [dQ planes], head_dim 128 only);
+// else [total_q][heads_q][D].
+template <typename T, int D, bool kPlanes = false>
 __global__ void __launch_bounds__(256) bwd_dq_kernel(const __grid_constant__ BwdParams p) {
   const Shape& s = p.s;
   const int b = blockIdx.y;
@@ -47,7 +60,16 @@ __global__ void __launch_bounds__(256) bwd_dq_kernel(const __grid_constant__ Bwd
   const int i = idx / s.heads_q, h = idx % s.heads_q;
   if (i >= si.sq) return;
   constexpr int E = D / 32;
-  const float* src = p.dq_accum + (int64_t(si.q0 + i) * s.heads_q + h) * D + lane * E;
+  const float* src;
+  if constexpr (kPlanes) {
+    static_assert(D == 128, "dQ planes hold 128 columns");
+    const int r = i * s.group + h % s.group;  // packed row (Note [Packed query rows])
+    const int64_t row = (int64_t(h / s.group) * s.total_q + si.q0) * s.group + r;
+    const int c = lane % 16;                  // this lane's 16-byte chunk of its plane
+    src = p.dq_accum + (lane / 16) * int64_t(s.total_q) * s.heads_q * 64 + row * 64 + ((c ^ (r % 8)) * 4);
+  } else {
+    src = p.dq_accum + (int64_t(si.q0 + i) * s.heads_q + h) * D + lane * E;
+  }
   T* dst = static_cast<T*>(p.dq.ptr) + seq_offset(s, p.dq, b, si.q0, h) + int64_t(i) * p.dq.row_stride + lane * E;
 #pragma unroll
   for (int e = 0; e < E; e += 2) *reinterpret_cast<uint32_t*>(dst + e) = pack2<T>(src[e] * s.scale, src[e + 1] * s.scale);

@@ -44,8 +44,9 @@ struct BwdParams {
   Tensor q, k, v, o, dout, dq, dk, dv;
   float* lse;
   int64_t lse_batch_stride, lse_head_stride;
-  float* dq_accum;  // [total_q][heads_q][head_dim], fp32, unscaled
-  float* dsum;      // [total_q][heads_q]: rowsum(dO * O)
+  float* dq_accum;  // [total_q][heads_q][head_dim], fp32, unscaled; hd128 on wgmma: Note [dQ planes]
+  float* dsum;      // [total_q][heads_q]: rowsum(dO * O); hd128 on wgmma: packed-row order
+  float* lse_log2;  // [total_q * heads_q]: lse * log2(e), wgmma kernel only (Note [dQ planes] order, as its dsum)
 };
 
 }  // namespace vstack::attn

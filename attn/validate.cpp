@@ -134,7 +134,7 @@ size_t fwd_workspace_bytes(const Shape& s, int num_splits) {
 
 size_t bwd_workspace_bytes(const Shape& s) {
   const size_t rows = size_t(s.total_q) * size_t(s.heads_q);
-  return align256(rows * size_t(s.head_dim) * 4) + align256(rows * 4);
+  return align256(rows * size_t(s.head_dim) * 4) + 2 * align256(rows * 4);
 }
 
 void fwd_workspace_carve(const Shape& s, int num_splits, void* ws, FwdParams* p) {
@@ -147,6 +147,7 @@ void bwd_workspace_carve(const Shape& s, void* ws, BwdParams* p) {
   const size_t rows = size_t(s.total_q) * size_t(s.heads_q);
   p->dq_accum = static_cast<float*>(ws);
   p->dsum = reinterpret_cast<float*>(static_cast<char*>(ws) + align256(rows * size_t(s.head_dim) * 4));
+  p->lse_log2 = reinterpret_cast<float*>(reinterpret_cast<char*>(p->dsum) + align256(rows * 4));
 }
 
 }  // namespace vstack::attn
