@@ -5,6 +5,7 @@
 #include "attn/bwd_kernel.cuh"
 #include "attn/bwd_wgmma_kernel.cuh"
 #include "attn/launch.hpp"
+#include "attn/tensor_map.hpp"
 #include "kernels/status.hpp"
 
 namespace vstack::attn {
@@ -15,16 +16,16 @@ namespace vstack::attn {
 #define VSTACK_ATTN_BWD_WGMMA 1
 #endif
 
-template <typename T, int D, bool Causal>
-vstack_status_t launch_bwd(const BwdParams& p, cudaStream_t stream) {
+template <typename T, int D, bool Causal, bool Wg>
+vstack_status_t launch_bwd_impl(const BwdParams& p, cudaStream_t stream) {
   constexpr BwdTile t = bwd_tile(D);
   const dim3 rgrid(ceil_div(int64_t(p.s.seqlen_q) * p.s.heads_q, 8), p.s.batch);
-  if constexpr (D == 128 && VSTACK_ATTN_BWD_WGMMA) bwd_prep_kernel<T, D, true><<<rgrid, 256, 0, stream>>>(p);
+  if constexpr (Wg) bwd_prep_kernel<T, D, true><<<rgrid, 256, 0, stream>>>(p);
   else bwd_prep_kernel<T, D><<<rgrid, 256, 0, stream>>>(p);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return kernels::fail(VSTACK_ERR_CUDA, "attn bwd prep: launch: %s", cudaGetErrorString(e));
 
-  if constexpr (D == 128 && VSTACK_ATTN_BWD_WGMMA) {
+  if constexpr (Wg) {
     auto kernel = bwd_wgmma_kernel<T, Causal>;
     static std::atomic<uint64_t> smem_set{0};  // one per instantiation of this function
     constexpr int smem = BwdWgTile::kSmem;
@@ -42,10 +43,19 @@ vstack_status_t launch_bwd(const BwdParams& p, cudaStream_t stream) {
   }
   if ((e = cudaGetLastError()) != cudaSuccess) return kernels::fail(VSTACK_ERR_CUDA, "attn bwd: launch: %s", cudaGetErrorString(e));
 
-  if constexpr (D == 128 && VSTACK_ATTN_BWD_WGMMA) bwd_dq_kernel<T, D, true><<<rgrid, 256, 0, stream>>>(p);
+  if constexpr (Wg) bwd_dq_kernel<T, D, true><<<rgrid, 256, 0, stream>>>(p);
   else bwd_dq_kernel<T, D><<<rgrid, 256, 0, stream>>>(p);
   if ((e = cudaGetLastError()) != cudaSuccess) return kernels::fail(VSTACK_ERR_CUDA, "attn bwd dq: launch: %s", cudaGetErrorString(e));
   return VSTACK_OK;
+}
+
+// The wgmma kernel runs only where it was built for and the device is sm_90 (like the forward).
+template <typename T, int D, bool Causal>
+vstack_status_t launch_bwd(const BwdParams& p, cudaStream_t stream) {
+  if constexpr (D == 128 && VSTACK_ATTN_BWD_WGMMA) {
+    if (device_is_sm90()) return launch_bwd_impl<T, D, Causal, true>(p, stream);
+  }
+  return launch_bwd_impl<T, D, Causal, false>(p, stream);
 }
 
 }  // namespace vstack::attn
