@@ -1,6 +1,7 @@
 """FP4 benchmarks: quantize/dequantize GB/s and the dequant-GEMM against torch bf16 (cuBLAS), same run.
 
 Usage: PYTHONPATH=python python3 bench/quant/bench_fp4.py [--quick] [--json OUT.json]
+       [--formats nvfp4,...] [--shapes 8192x8192,...] [--m 1024,4096] [--no-convert]
 
 Method (see .library METHOD.md): every timing is the median of several CUDA-graph
 replays, each replay running R calls that cycle over enough weight copies to
@@ -93,6 +94,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer shapes and M values")
     ap.add_argument("--json", default=None)
     ap.add_argument("--formats", default="nvfp4,mxfp4,nf4,nf4_dq")
+    ap.add_argument("--shapes", default=None, help="comma-separated NxK weight shapes (default: all four)")
+    ap.add_argument("--m", default=None, help="comma-separated M values (default: 1 ... 4096)")
+    ap.add_argument("--no-convert", action="store_true", help="skip the quantize/dequantize benchmarks")
     args = ap.parse_args()
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)
@@ -101,7 +105,7 @@ def main():
     print(f"device-to-device copy: {hbm / 1e12:.3f} TB/s (read + write)", flush=True)
     res = {"device": props.name, "copy_TBps": hbm / 1e12, "convert": {}, "gemm": []}
     formats = args.formats.split(",")
-    for fmt in formats:
+    for fmt in [] if args.no_convert else formats:
         res["convert"][fmt] = c = bench_convert(fmt)
         print(f"convert {fmt:7s} 8192x8192 bf16: quantize {c['quantize_us']:8.1f} us {c['quantize_GBps']:7.0f} GB/s"
               f" ({100 * c['quantize_GBps'] * 1e9 / hbm:4.0f}%)  dequantize {c['dequantize_us']:8.1f} us "
@@ -110,6 +114,10 @@ def main():
     Ms = [1, 2, 4, 8, 16, 32, 128, 1024, 4096]
     if args.quick:
         shapes, Ms = shapes[:1], [1, 16, 4096]
+    if args.shapes:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    if args.m:
+        Ms = [int(v) for v in args.m.split(",")]
     for N, K in shapes:
         w = torch.randn(N, K, dtype=torch.bfloat16, device="cuda") * 0.02
         ncopy_bf16 = max(2, -(-L2_FLUSH_BYTES // (N * K * 2)))
