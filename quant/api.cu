@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/status.hpp"
 #include "quant/convert_kernels.cuh"
@@ -168,6 +169,24 @@ vstack_status_t convert(bool quant, const void* data, vstack_dtype_t dtype, cons
   return VSTACK_OK;
 }
 
+#if defined(VSTACK_WGMMA)
+constexpr bool kHaveWgmma = true;  // built for sm_90a
+#else
+constexpr bool kHaveWgmma = false;
+#endif
+
+// VSTACK_FP4_GEMM_CONFIG=<id> forces a tile config (GemmConfigId) for every matmul: for
+// benchmarks and tests of the configs the heuristic does not pick; unset in normal use.
+int forced_config() {
+  static const int v = [] {
+    const char* e = std::getenv("VSTACK_FP4_GEMM_CONFIG");
+    if (!e || !*e) return -1;
+    const int i = std::atoi(e);
+    return i >= 0 && i < kNumGemmConfigs ? i : -1;
+  }();
+  return v;
+}
+
 template <typename T>
 GemmLaunchFn pick_launcher(Format f, GemmConfigId id) {
   switch (f) {
@@ -243,6 +262,9 @@ extern "C" VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dt
   if (cc < 80) return fail(VSTACK_ERR_UNSUPPORTED_DEVICE, "%s: needs compute capability 8.0+ (have %d.%d)", what, cc / 10, cc % 10);
   const Format f = static_cast<Format>(w->format);
   GemmConfigId id = pick_gemm_config(m, N, K, sms);
+  if (forced_config() >= 0 && (static_cast<GemmConfigId>(forced_config()) != GemmConfigId::gemv || id == GemmConfigId::gemv))
+    id = static_cast<GemmConfigId>(forced_config());  // (the decode kernel only where its plan applies)
+  if (is_wgmma_config(id) && !(kHaveWgmma && cc == 90)) id = mma_sync_config(m, N, K, sms);
   if (id == GemmConfigId::gemv && !plan_gemv(m, N, K, sms, cc >= 90).ok) id = GemmConfigId::small16;  // sm_80: no clusters
   GemmLaunchFn fn = dtype == VSTACK_DTYPE_BF16 ? pick_launcher<__nv_bfloat16>(f, id) : pick_launcher<__half>(f, id);
   GemmParams p{};

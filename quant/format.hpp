@@ -96,6 +96,18 @@ VSTACK_HD float e2m1_value(uint32_t c) {
   return bits_f32(mag | ((c & 8u) << 28));
 }
 
+// Both codes of a byte (low nibble -> bits 0..15, high -> 16..31) as bf16 (f16 = false)
+// or f16 bit patterns of value * 2^-126 (bf16) / value * 2^-14 (f16): E2M1's e1 e0 m go to
+// the two lowest exponent bits + the top mantissa bit and s to the sign, so e = 0 (0, 0.5)
+// lands on the dtype's subnormals with the same factor. One exact multiply by 2^126 / 2^14
+// then gives the value (the integer decode of the wgmma GEMM, quant/gemm_wgmma.cuh).
+// b * 0x1001 puts the low nibble at bits 0..3 and the high nibble at 16..19.
+VSTACK_HD constexpr uint32_t e2m1_pair_bits(uint32_t byte, bool bf16) {
+  const uint32_t t = byte * 0x1001u;
+  const uint32_t mag = bf16 ? (t << 6) & 0x01C001C0u : (t << 9) & 0x0E000E00u;
+  return mag | ((t << 12) & 0x80008000u);
+}
+
 // Round v to the nearest E2M1 value, ties to the even code, saturating at ±6.
 // Negative values that round to 0 encode +0. v must not be NaN.
 VSTACK_HD uint32_t e2m1_encode(float v) {

@@ -8,8 +8,11 @@
 
 namespace vstack::quant {
 
-enum class GemmConfigId : int { small16 = 0, small32 = 1, mid = 2, large = 3, gemv = 4 };
-inline constexpr int kNumGemmConfigs = 5;
+enum class GemmConfigId : int { small16 = 0, small32 = 1, mid = 2, large = 3, gemv = 4, wg256 = 5, wg128 = 6,
+                                wg128n = 7, wg64n = 8 };
+inline constexpr int kNumGemmConfigs = 9;
+// The wgmma configs need an sm_90a build on a cc 9.0 device; elsewhere they run as this mma.sync config.
+constexpr bool is_wgmma_config(GemmConfigId id) { return static_cast<int>(id) >= static_cast<int>(GemmConfigId::wg256); }
 
 // One CTA computes a BM x BN tile of y; its warps form WARPS_M x WARPS_N x
 // WARPS_K; each warp owns a (BM/WARPS_M) x (BN/WARPS_N) tile and one 64-wide
@@ -46,16 +49,69 @@ using CfgSmall32 = GemmTraits<16, 32, 1, 1, 4, 6>;   // 128 threads, 81 KB
 using CfgMid = GemmTraits<64, 64, 1, 2, 2, 4>;       // 128 threads, 90 KB
 using CfgLarge = GemmTraits<128, 128, 2, 4, 1, 4>;   // 256 threads, 82 KB
 
+// Hopper wgmma configs (quant/gemm_wgmma.cuh, Note [Transposed wgmma GEMM]): a CTA computes
+// BT tokens (rows of x; the wgmma N) x BW = 64 * NWG weight rows (columns of y) with NWG
+// consumer warpgroups and a TMA producer warpgroup, through STAGES shared-memory stages of one
+// 64-wide k chunk each: x as one SW128 block [BT][64] bf16, the codes [BW][32 B], the chunk
+// scales [BW][<= 4 B]; the [BT][BW] output tile has its own buffer (CTAs are persistent: the
+// producer streams the next tile's chunks during the epilogue). NWG = 3 compiles (setmaxnreg
+// split 24 / 160) but measured slower than 2 (H100, 2026-11-22: 437-554 vs 671 TFLOPS).
+template <int BT_, int NWG_, int STAGES_, int KG_ = 2>
+struct WgmmaTraits {
+  static constexpr int BT = BT_, NWG = NWG_, BW = 64 * NWG_, STAGES = STAGES_;
+  static constexpr int KG = KG_;  // k16 steps per wgmma commit group (quant/gemm_wgmma.cuh)
+  // + one producer warpgroup (its first lane issues the TMA); with two consumer warpgroups the
+  // register file is split by setmaxnreg (the cap at entry is 65536 / 384 -> 168).
+  static constexpr int THREADS = 128 * (NWG_ + 1);
+  static constexpr int REGS_PRODUCER = NWG_ == 3 ? 24 : NWG_ == 2 ? 40 : 0;
+  static constexpr int REGS_CONSUMER = NWG_ == 3 ? 160 : NWG_ == 2 ? 232 : 0;
+  static constexpr int X_BYTES = BT * 128;
+  static constexpr int W_BYTES = BW * 32;
+  static constexpr int S_BYTES = BW * 4;
+  static constexpr int STAGE_BYTES = (X_BYTES + W_BYTES + S_BYTES + 1023) / 1024 * 1024;  // SW128: 1 KB aligned
+  static constexpr int Y_PITCH = BW + 8;  // 2-byte elements; conflict-free transposing stores
+  static constexpr int Y_BYTES = BT * Y_PITCH * 2;
+  static constexpr int Y_OFF = STAGES * STAGE_BYTES;  // own buffer: the next tile's chunks stream meanwhile
+  static constexpr int BAR_OFF = Y_OFF + (Y_BYTES + 127) / 128 * 128;    // full[STAGES], empty[STAGES]
+  static constexpr int LUT_OFF = BAR_OFF + (16 * STAGES + 63) / 64 * 64;  // 256 u32: packed scales
+  static constexpr int SMEM_BYTES = 1024 + LUT_OFF + 1024;                // + alignment slack of the base
+  static_assert(BT % 64 == 0 && BT <= 256, "wgmma N / TMA box");
+  static_assert(NWG >= 1 && NWG <= 3, "consumer warpgroups");
+};
+using CfgWg256 = WgmmaTraits<256, 2, 4, 4>;  // 384 threads, 219 KB; one wgmma group per 64-wide chunk
+using CfgWg128 = WgmmaTraits<128, 2, 8>;   // 384 threads, 205 KB
+using CfgWg128n = WgmmaTraits<128, 1, 8>;  // 256 threads, 172 KB: 64 weight rows, twice the CTAs
+using CfgWg64n = WgmmaTraits<64, 1, 8>;    // 256 threads, 100 KB: two CTAs per SM
+
 // M <= 16: the decode kernel (quant/gemv_kernel.cuh, its own plan in gemv_plan.hpp),
-// unless x's K slice cannot fit its shared memory (M > 8 and K > 8 * 2048).
-// M <= 64: weight streaming (BM = 16; more than one row of CTAs re-reads W from L2).
-// Pick BN = 32 when that still gives two CTAs per SM, else BN = 16 for more CTAs.
-// M <= 256: 64 x 64 tiles. Beyond: 128 x 128.
-constexpr GemmConfigId pick_gemm_config(int64_t m, int64_t n, int64_t k, int sms) {
+// unless x's K slice cannot fit its shared memory (M > 8 and K > 8 * 2048); then
+// weight streaming (BM = 16; more than one row of CTAs re-reads W from L2): BN = 32
+// when that still gives two CTAs per SM, else BN = 16 for more CTAs.
+// M > 16: wgmma tiles (mma.sync `large` where wgmma is unavailable), BT tokens as small as
+// M allows; one consumer warpgroup (64 weight rows) up to M = 128 for more CTAs. Measured
+// (H100, N = K = 8192, nvfp4): M = 256: wg128 0.68x cuBLAS, wg256 0.55x, wg128n 0.47x;
+// M = 512: wg256 0.87x, wg128 0.58x.
+// The mma.sync-only choice (GPUs without wgmma, builds for another target): M <= 64 weight
+// streaming, M <= 256 64 x 64 tiles, beyond 128 x 128.
+constexpr GemmConfigId mma_sync_config(int64_t m, int64_t n, int64_t k, int sms) {
   if (m <= 16 && plan_gemv(m, n, k, sms).ok) return GemmConfigId::gemv;
   if (m <= 64) return (n / 32 >= 2 * static_cast<int64_t>(sms)) ? GemmConfigId::small32 : GemmConfigId::small16;
   if (m <= 256) return GemmConfigId::mid;
   return GemmConfigId::large;
+}
+
+constexpr GemmConfigId pick_gemm_config(int64_t m, int64_t n, int64_t k, int sms) {
+  if (m <= 16 && plan_gemv(m, n, k, sms).ok) return GemmConfigId::gemv;
+  if (m <= 16) return (n / 32 >= 2 * static_cast<int64_t>(sms)) ? GemmConfigId::small32 : GemmConfigId::small16;
+  // M <= 64 where 64-row weight tiles leave half the SMs idle (N / 64 < SMs / 2): the
+  // weight-streaming kernel, whose in-CTA split-K keeps up (H100, M = 32: 4096 x 14336 86 us vs
+  // 97 us for wg64n, 4096 x 4096 equal; 8192 x 8192 wg64n 55 us vs 88 us).
+  if (m <= 64) return n / 64 * 2 >= sms ? GemmConfigId::wg64n
+                                    : (n / 32 >= 2 * static_cast<int64_t>(sms)) ? GemmConfigId::small32
+                                                                                : GemmConfigId::small16;
+  if (m <= 128) return GemmConfigId::wg128n;
+  if (m <= 256) return GemmConfigId::wg128;
+  return GemmConfigId::wg256;
 }
 
 }  // namespace vstack::quant

@@ -1,6 +1,7 @@
 """FP4 benchmarks: quantize/dequantize GB/s and the dequant-GEMM against torch bf16 (cuBLAS), same run.
 
 Usage: PYTHONPATH=python python3 bench/quant/bench_fp4.py [--quick] [--json OUT.json]
+       [--formats nvfp4,...] [--shapes 8192x8192,...] [--m 1024,4096] [--no-convert]
 
 Method (see .library METHOD.md): every timing is the median of several CUDA-graph
 replays, each replay running R calls that cycle over enough weight copies to
@@ -131,7 +132,9 @@ def main():
     ap.add_argument("--json", default=None)
     ap.add_argument("--formats", default="nvfp4,mxfp4,nf4,nf4_dq")
     ap.add_argument("--decode", action="store_true", help="M <= 16 only (the decode regime), all shapes")
-    ap.add_argument("--no-convert", action="store_true")
+    ap.add_argument("--shapes", default=None, help="comma-separated NxK weight shapes (default: all four)")
+    ap.add_argument("--m", default=None, help="comma-separated M values (default: 1 ... 4096)")
+    ap.add_argument("--no-convert", action="store_true", help="skip the quantize/dequantize benchmarks")
     ap.add_argument("--no-gemm", action="store_true")
     args = ap.parse_args()
     torch.manual_seed(0)
@@ -155,6 +158,10 @@ def main():
         shapes, Ms = shapes[:1], [1, 16, 4096]
     if args.decode:
         Ms = [1, 2, 4, 8, 16]
+    if args.shapes:
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
+    if args.m:
+        Ms = [int(v) for v in args.m.split(",")]
     if args.no_gemm:
         shapes = []
     for N, K in shapes:

@@ -67,6 +67,20 @@ TEST_CASE("E2M1 code table and round to nearest even", "[quant][format]") {
   CHECK(e2m1_encode(-0.1f) == 0u);
 }
 
+TEST_CASE("E2M1 integer pair decode (wgmma GEMM) gives value * 2^-126 / 2^-14", "[quant][format]") {
+  for (uint32_t b = 0; b < 256; ++b) {
+    const uint32_t vb = e2m1_pair_bits(b, true), vh = e2m1_pair_bits(b, false);
+    for (int half = 0; half < 2; ++half) {
+      const float want = e2m1_value((b >> (4 * half)) & 15u);
+      const uint16_t hb = static_cast<uint16_t>(vb >> (16 * half)), hh = static_cast<uint16_t>(vh >> (16 * half));
+      INFO("byte " << b << " half " << half);
+      CHECK(std::ldexp(ref::bf16_to_f32(hb), 126) == want);
+      CHECK(std::ldexp(ref::f16_to_f32(hh), 14) == want);
+      CHECK(std::signbit(ref::bf16_to_f32(hb)) == std::signbit(want));
+    }
+  }
+}
+
 TEST_CASE("E4M3 decode/encode over every code", "[quant][format]") {
   CHECK(e4m3_value(0x00) == 0.0f);
   CHECK(e4m3_value(0x01) == std::ldexp(1.0f, -9));

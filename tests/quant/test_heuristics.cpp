@@ -34,15 +34,54 @@ TEST_CASE("launch heuristic selection", "[quant][heuristics]") {
   for (int64_t m : {1, 2, 3, 4, 8, 9, 16})
     for (auto [n, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {4096, 4096}, {14336, 4096}, {4096, 14336}, {64, 64}})
       CHECK(pick_gemm_config(m, n, k, h100) == GemmConfigId::gemv);
-  // beyond: weight streaming, BN chosen for >= 2 CTAs per SM
-  CHECK(pick_gemm_config(17, 14336, 4096, h100) == GemmConfigId::small32);  // 448 CTAs
-  CHECK(pick_gemm_config(17, 4096, 4096, h100) == GemmConfigId::small16);
-  CHECK(pick_gemm_config(64, 4096, 4096, h100) == GemmConfigId::small16);
-  CHECK(pick_gemm_config(32, 100000, 4096, 16) == GemmConfigId::small32);
-  CHECK(pick_gemm_config(65, 8192, 8192, h100) == GemmConfigId::mid);
-  CHECK(pick_gemm_config(256, 8192, 8192, h100) == GemmConfigId::mid);
-  CHECK(pick_gemm_config(257, 8192, 8192, h100) == GemmConfigId::large);
-  CHECK(pick_gemm_config(8192, 8192, 8192, h100) == GemmConfigId::large);
+  // M > 16: wgmma tiles, BT tokens as small as M allows
+  CHECK(pick_gemm_config(17, 8192, 8192, h100) == GemmConfigId::wg64n);
+  CHECK(pick_gemm_config(64, 14336, 4096, h100) == GemmConfigId::wg64n);
+  // ... unless 64-row weight tiles leave half the SMs idle (N / 64 < SMs / 2): weight streaming
+  CHECK(pick_gemm_config(32, 4096, 4096, h100) == GemmConfigId::small16);
+  CHECK(pick_gemm_config(64, 4096, 14336, h100) == GemmConfigId::small16);
+  CHECK(pick_gemm_config(65, 4096, 4096, h100) == GemmConfigId::wg128n);
+  CHECK(pick_gemm_config(65, 8192, 8192, h100) == GemmConfigId::wg128n);
+  CHECK(pick_gemm_config(128, 8192, 8192, h100) == GemmConfigId::wg128n);
+  CHECK(pick_gemm_config(256, 8192, 8192, h100) == GemmConfigId::wg128);
+  CHECK(pick_gemm_config(257, 8192, 8192, h100) == GemmConfigId::wg256);
+  CHECK(pick_gemm_config(8192, 8192, 8192, h100) == GemmConfigId::wg256);
+  // without wgmma (other GPUs / targets): the mma.sync configs; beyond the decode kernel, weight
+  // streaming with BN chosen for >= 2 CTAs per SM, then 64 x 64 and 128 x 128 tiles
+  CHECK(mma_sync_config(1, 8192, 8192, h100) == GemmConfigId::gemv);
+  CHECK(mma_sync_config(17, 14336, 4096, h100) == GemmConfigId::small32);  // 448 CTAs
+  CHECK(mma_sync_config(17, 4096, 4096, h100) == GemmConfigId::small16);
+  CHECK(mma_sync_config(32, 100000, 4096, 16) == GemmConfigId::small32);
+  CHECK(mma_sync_config(65, 8192, 8192, h100) == GemmConfigId::mid);
+  CHECK(mma_sync_config(8192, 8192, 8192, h100) == GemmConfigId::large);
+  CHECK(mma_sync_config(64, 4096, 4096, h100) == GemmConfigId::small16);
+  CHECK(mma_sync_config(256, 8192, 8192, h100) == GemmConfigId::mid);
+  CHECK(mma_sync_config(257, 8192, 8192, h100) == GemmConfigId::large);
+  CHECK(!is_wgmma_config(mma_sync_config(1024, 8192, 8192, h100)));
+  CHECK(is_wgmma_config(GemmConfigId::wg256));
+  CHECK(!is_wgmma_config(GemmConfigId::large));
+}
+
+template <class C>
+void check_wgmma_traits() {
+  STATIC_REQUIRE(C::SMEM_BYTES <= 227 * 1024);
+  STATIC_REQUIRE(C::STAGE_BYTES % 1024 == 0);               // SW128 x blocks stay 1 KB aligned
+  STATIC_REQUIRE(C::X_BYTES % 1024 == 0);                   // codes and scales start 128-byte aligned
+  STATIC_REQUIRE(C::X_BYTES + C::W_BYTES + C::S_BYTES <= C::STAGE_BYTES);
+  STATIC_REQUIRE(C::Y_OFF >= C::STAGES * C::STAGE_BYTES);   // the output tile has its own buffer
+  STATIC_REQUIRE(C::BT <= 256 && C::BW * 1 >= 16);          // TMA box limits (scales: >= 16 bytes)
+  STATIC_REQUIRE(C::THREADS % 128 == 0);
+  // setmaxnreg split: producer + consumers within the 64K register file
+  STATIC_REQUIRE(C::REGS_PRODUCER * 128 + C::REGS_CONSUMER * 128 * C::NWG <= 65536);
+}
+
+TEST_CASE("wgmma tile traits are consistent", "[quant][heuristics]") {
+  check_wgmma_traits<CfgWg256>();
+  check_wgmma_traits<CfgWg128>();
+  check_wgmma_traits<CfgWg128n>();
+  check_wgmma_traits<CfgWg64n>();
+  STATIC_REQUIRE(CfgWg256::BW == 128);
+  STATIC_REQUIRE(CfgWg256::THREADS == 384);
 }
 
 TEST_CASE("decode kernel plan", "[quant][heuristics]") {

@@ -213,7 +213,9 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
                           {16, 512, 2048}, {17, 129, 320},   {33, 264, 640},   {64, 1024, 256}, {65, 200, 384},
                           {130, 96, 64},   {256, 520, 448},  {300, 330, 960},  {1024, 136, 1024}, {513, 1030, 128},
                           // decode kernel: split K over clusters (ragged last slice), 8/16-column tiles, rows % 128
-                          {5, 520, 4096},  {11, 300, 8192},  {1, 2048, 14336}, {16, 256, 16384}, {3, 1000, 2752}};
+                          {5, 520, 4096},  {11, 300, 8192},  {1, 2048, 14336}, {16, 256, 16384}, {3, 1000, 2752},
+                          // wgmma tiles: several trips around the stage ring, ragged M and N edges
+                          {100, 72, 2048}, {257, 200, 1536}, {600, 136, 2560}, {40, 4232, 192}};
   double worst_rel = 0;
   for (Format f : kFormats)
     for (vstack_dtype_t dt : {VSTACK_DTYPE_BF16, VSTACK_DTYPE_F16})
@@ -287,28 +289,29 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
 
 TEST_CASE("matmul: a NaN weight block poisons exactly its column", "[gpu][quant]") {
   std::mt19937_64 rng(fresh_seed());
-  const int64_t m = 5, n = 48, k = 256;
-  for (Format f : kFormats) {
-    std::vector<float> w = random_matrix(n, k, rng);
-    w[7 * k + 100] = NAN;  // row 7 = output column 7
-    ref::QTensor q;
-    REQUIRE(ref::quantize(w.data(), n, k, f, Layout::gemm, q));
-    std::normal_distribution<float> nd;
-    std::vector<float> x(m * k);
-    for (auto& v : x) v = nd(rng);
-    const auto xb = as_dtype(x, VSTACK_DTYPE_BF16);
-    DevBuf dx(xb.size()), dy(m * n * 2);
-    dx.upload(xb);
-    DevQ dq(f, Layout::gemm, n, k);
-    dq.upload(q);
-    for (int poison : {0x00, 0xFF}) {  // zero poison: column 7 was written NaN; NaN poison: the rest were written
-      dy.poison(poison);
-      VS_OK(vstack_fp4_matmul(dx.p, VSTACK_DTYPE_BF16, m, &dq.t, nullptr, dy.p, nullptr));
-      const auto got = dy.download<uint16_t>();
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) CHECK(std::isnan(ref::bf16_to_f32(got[i * n + j])) == (j == 7));
+  const int64_t n = 48, k = 256;
+  for (int64_t m : {5, 300})  // the mma.sync GEMV and the wgmma tiles
+    for (Format f : kFormats) {
+      std::vector<float> w = random_matrix(n, k, rng);
+      w[7 * k + 100] = NAN;  // row 7 = output column 7
+      ref::QTensor q;
+      REQUIRE(ref::quantize(w.data(), n, k, f, Layout::gemm, q));
+      std::normal_distribution<float> nd;
+      std::vector<float> x(m * k);
+      for (auto& v : x) v = nd(rng);
+      const auto xb = as_dtype(x, VSTACK_DTYPE_BF16);
+      DevBuf dx(xb.size()), dy(m * n * 2);
+      dx.upload(xb);
+      DevQ dq(f, Layout::gemm, n, k);
+      dq.upload(q);
+      for (int poison : {0x00, 0xFF}) {  // zero poison: column 7 was written NaN; NaN poison: the rest were written
+        dy.poison(poison);
+        VS_OK(vstack_fp4_matmul(dx.p, VSTACK_DTYPE_BF16, m, &dq.t, nullptr, dy.p, nullptr));
+        const auto got = dy.download<uint16_t>();
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) CHECK(std::isnan(ref::bf16_to_f32(got[i * n + j])) == (j == 7));
+      }
     }
-  }
 }
 
 TEST_CASE("unsupported shapes, dtypes and misaligned pointers return a status", "[gpu][quant]") {

@@ -1,0 +1,449 @@
+// Fused dequant-GEMM on Hopper tensor cores (wgmma, sm_90a): the compute regime.
+//
+// Note [Transposed wgmma GEMM]. The kernel computes y^T = W * x^T: the decoded
+// weight is the wgmma A operand, from registers, and x is the B operand, from
+// shared memory. x rows are K-contiguous, which is exactly wgmma's K-major B: a
+// TMA box of [BT tokens][64 k] with the 128-byte swizzle lands as one SW128 block
+// (kernels/wgmma.cuh, Note [SW128 tiles]). The register A fragment of warp w of a
+// warpgroup is the mma.sync m16n8k16 A layout of rows 16w..16w+15 — the layout the
+// GEMM weight layout was built for (FORMAT.md, Note [GEMM layout]): lane (g, q) reads
+// 8 bytes of row g and 8 of row g + 8 per 64-wide chunk and decodes them straight into
+// its 16 A registers for the chunk's four k16 steps.
+//
+// CTA: NWG consumer warpgroups (64 weight rows each, BW = 64 * NWG) x BT tokens, plus
+// a producer warpgroup whose first lane streams x, the weight codes and the chunk scales of
+// each 64-wide k chunk through a STAGES-deep ring of shared-memory stages with TMA
+// (full/empty mbarriers; L2 hints: x evict-first, weights evict-last, so the weights stay in
+// L2 while the x tiles sweep past). CTAs are persistent (one per SM slot, tiles strided by
+// the grid) and the ring runs on across tiles, so the next tile's loads overlap the epilogue.
+// A consumer warpgroup, per group of KG k16 steps (KG = 4: one group per chunk):
+//   issue the group's wgmma m64nBTk16 (A registers of its buffer); commit; wait<1>: the
+//   previous group retired -> its A buffer is free (and, at a chunk's first group, the
+//   previous chunk's stage goes back to the producer); decode the next group into that
+//   buffer while this group runs.
+// ptxas keeps register-A wgmmas asynchronous only with wait<0|1> here: deeper waits
+// (several groups in flight) drew C7513 "wgmma serialized". Measured H100 2026-11-22
+// (8192^3, nvfp4): the group size barely matters (KG 1 / 2 / 4: 635 / 662 / 663 TFLOPS at
+// M = 1024 non-persistent; persistent KG 4 the best at M = 4096, 620 vs 570).
+// Decode (Note [Pair decode] in gemm_kernel.cuh for the exact formats):
+//   - kAluDecode (NVFP4 any dtype; MXFP4 bf16): a code byte becomes the dtype bits of
+//     value * 2^-126 (bf16) / 2^-14 (f16) with integer ops only (format.hpp
+//     e2m1_pair_bits), then one exact HMUL2 by 2^126 / 2^14 and one exact HMUL2 by the
+//     block scale (a 256-entry table of packed scales). Measured faster than a 256-entry
+//     pair table + HMUL2 (bank conflicts) and than the fp32 path below (8192^3 M = 1024:
+//     680 vs 607 / 641 TFLOPS).
+//   - otherwise (NF4, NF4_DQ, MXFP4 in f16): code value * block scale in fp32 from a
+//     16-entry table in static shared memory (conflict-free, constant address: one shift,
+//     one mask and one LDS per code), rounded once to x's dtype.
+// Epilogue: fp32 accumulators * NVFP4's per-tensor scale + bias, rounded to x's dtype,
+// transposed through shared memory into 16-byte row stores of y (masked at the M and
+// N edges). TMA zero-fills x rows >= M and weight rows >= N; those outputs are never
+// stored.
+// Tried and dropped (H100, 2026-11-22): clusters of 2 CTAs sharing the x tile by TMA
+// multicast (2x slower: 290 vs 666 TFLOPS; L2 was not the limit, 44 % busy), three consumer
+// warpgroups (BT 128 / 192: 437 / 554 TFLOPS).
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (types only: the encoder is fetched through cudart)
+#include <cudaTypedefs.h>
+
+#include "kernels/wgmma.cuh"
+#include "quant/gemm_kernel.cuh"
+
+namespace vstack::quant {
+
+struct WgmmaParams {
+  CUtensorMap mx;  // x: [M][K] 2-byte elements, box [BT][64], SW128
+  CUtensorMap mw;  // codes: [N][K/2] bytes, box [BW][32]
+  CUtensorMap ms;  // scales: [K/64][Npad] elements of chunk_scale_bytes, box [1][BW]
+  GemmParams p;
+};
+
+// E2M1 codes are decoded with integer ops where the product code * scale is exact in T.
+template <Format F, typename T>
+inline constexpr bool kAluDecode = kPairDecode<F, T>;
+
+namespace wgdev {
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(dev::smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(dev::smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(dev::smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(dev::smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// L2 policy: x tiles are read by the CTAs of one wave only (evict first); weight tiles by
+// every wave of CTAs that sweeps the x tiles (evict last: they stay in L2 between waves).
+__device__ __forceinline__ uint64_t l2_policy(bool keep) {
+  uint64_t pol;
+  if (keep) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
+  else asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
+                                            uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, "
+      "%4}], [%2], %5;\n" ::"r"(dev::smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(dev::smem_u32(bar)), "r"(c0), "r"(c1), "l"(policy)
+      : "memory");
+}
+__device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+// Barrier 1 among the consumer warps only (the producer warp never joins).
+template <int N>
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(N) : "memory");
+}
+
+// format.hpp e2m1_pair_bits() for T.
+template <typename T>
+__device__ __forceinline__ uint32_t e2m1_pair_bits(uint32_t byte) {
+  return vstack::quant::e2m1_pair_bits(byte, std::is_same_v<T, __nv_bfloat16>);
+}
+template <typename T>
+__host__ __device__ constexpr float e2m1_pair_fix() {
+  return std::is_same_v<T, __nv_bfloat16> ? 0x1p126f : 0x1p14f;
+}
+
+}  // namespace wgdev
+
+template <class C, Format F, typename T>
+__global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __grid_constant__ WgmmaParams P) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using D = dev::Dt<T>;
+  constexpr bool kAlu = kAluDecode<F, T>;
+  constexpr bool kPair = kAlu;  // packed (s, s) scales
+  constexpr int SB = chunk_scale_bytes(F);
+  constexpr int S = C::STAGES;
+  const GemmParams& p = P.p;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::BAR_OFF);
+  uint64_t* empty = full + S;
+  // 16 code values in static shared memory: its address is a constant, so a lookup is one
+  // LDS [index * 4 + const] after a shift and a mask (NF4 and the fp32 decode path).
+  __shared__ float lut[16];
+  uint32_t* scale_lut = reinterpret_cast<uint32_t*>(smem + C::LUT_OFF);  // scale code -> (s, s) in T
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Persistent CTAs: tile t = blockIdx.x + i * gridDim.x; consecutive tiles share the x tile
+  // (n fastest), so the CTAs running at one time cover a few x tiles and all weight tiles.
+  const int tiles_n = (p.n + C::BW - 1) / C::BW;
+  const int tiles = tiles_n * ((p.m + C::BT - 1) / C::BT);
+  const int kc_total = p.k / 64;
+
+  if (tid < 16) lut[tid] = element_value(F, tid);
+  __shared__ float sc_f32[256];  // scale code -> fp32 (E4M3 for NVFP4 / NF4_DQ, E8M0 for MXFP4)
+  if constexpr (F != Format::nf4) {
+    for (int i = tid; i < 256; i += C::THREADS) sc_f32[i] = F == Format::mxfp4 ? e8m0_value(i) : e4m3_value(i);
+  }
+  if constexpr (kPair) {
+    for (int i = tid; i < 256; i += C::THREADS) {
+      const float s = F == Format::nvfp4 ? e4m3_value(i) : e8m0_value(i);
+      scale_lut[i] = D::pack2(s, s);
+    }
+  }
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      wgdev::mbar_init(&full[s], 1);
+      wgdev::mbar_init(&empty[s], 4 * C::NWG);  // every consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    wgmma::fence_proxy_async();
+  }
+  __syncthreads();
+
+  // ---- consumers ----
+  auto consume = [&]() {
+    const int wg = warp >> 2, g = lane >> 2, q = lane & 3;
+    const int r0 = wg * 64 + (warp & 3) * 16 + g;  // this thread's weight rows r0, r0 + 8 (CTA-local)
+    uint32_t abuf[2 * C::KG][4];  // A fragments of the running wgmma group and of the next one
+    float acc[C::BT / 2];
+    int it0 = 0;  // ring index of the current tile's first chunk (chunks count on across tiles)
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, it0 += kc_total) {
+      const int n0 = (tile % tiles_n) * C::BW, m0 = (tile / tiles_n) * C::BT;
+#pragma unroll
+      for (int i = 0; i < C::BT / 2; ++i) acc[i] = 0.0f;
+
+      float g2n[2] = {0.0f, 0.0f};  // NF4_DQ: the group scales of the next chunk's rows, loaded a chunk ahead
+      auto load_g2 = [&](int kc) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int gn = n0 + r0 + 8 * h;
+          g2n[h] = gn < p.n ? __ldg(p.scale2 + (static_cast<int64_t>(gn) * kc_total + kc) / kDqGroup) : 0.0f;
+        }
+      };
+      if constexpr (F == Format::nf4_dq) load_g2(0);
+
+      // What a thread needs of one chunk: its 2 x 8 code bytes and the scale of each k16 step.
+      struct Chunk {
+        uint2 cw[2];
+        uint32_t sp[2][4];  // kPair: (s, s) in T
+        float sc[2][4];     // otherwise: fp32
+      };
+      auto load_chunk = [&](Chunk& c, int kc) {
+        const uint8_t* sW = smem + ((it0 + kc) % S) * C::STAGE_BYTES + C::X_BYTES;
+        const uint8_t* sS = sW + C::W_BYTES;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int r = r0 + 8 * h;
+          c.cw[h] = *reinterpret_cast<const uint2*>(sW + r * 32 + q * 8);
+          if constexpr (kPair && F == Format::nvfp4) {
+            const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + r * 4);
+#pragma unroll
+            for (int s = 0; s < 4; ++s) c.sp[h][s] = scale_lut[(w >> (8 * s)) & 0xFFu];
+          } else if constexpr (kPair) {  // MXFP4
+            const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + r * 2);
+            c.sp[h][0] = c.sp[h][1] = scale_lut[w & 0xFFu];
+            c.sp[h][2] = c.sp[h][3] = scale_lut[w >> 8];
+          } else if constexpr (F == Format::nvfp4) {
+            const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + r * 4);
+#pragma unroll
+            for (int s = 0; s < 4; ++s) c.sc[h][s] = sc_f32[(w >> (8 * s)) & 0xFFu];
+          } else if constexpr (F == Format::mxfp4) {
+            const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + r * 2);
+            c.sc[h][0] = c.sc[h][1] = sc_f32[w & 0xFFu];
+            c.sc[h][2] = c.sc[h][3] = sc_f32[w >> 8];
+          } else if constexpr (F == Format::nf4) {
+            const float v = *reinterpret_cast<const float*>(sS + r * 4);
+#pragma unroll
+            for (int s = 0; s < 4; ++s) c.sc[h][s] = v;
+          } else {  // NF4_DQ (rows >= N: g2n = 0)
+            const float v = sc_f32[sS[r]] * g2n[h];
+#pragma unroll
+            for (int s = 0; s < 4; ++s) c.sc[h][s] = v;
+          }
+        }
+        if constexpr (F == Format::nf4_dq) {
+          if (kc + 1 < kc_total) load_g2(kc + 1);
+        }
+      };
+
+      // Decode k16 step s of chunk c into the A fragment a (mma.sync A layout, FORMAT.md Note [GEMM layout]).
+      auto decode_step = [&](const Chunk& c, int s, uint32_t (&a)[4]) {  // s: unrolled, compile-time
+        constexpr float kFix = wgdev::e2m1_pair_fix<T>();
+        [[maybe_unused]] const uint32_t fix2 = kAlu ? D::pack2(kFix, kFix) : 0u;
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi)    // k 16s + 2q (a0/a1) or + 8 (a2/a3): byte 2s + hi
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {  // row r0 (a0/a2) or r0 + 8 (a1/a3)
+            const uint32_t word = s < 2 ? c.cw[h].x : c.cw[h].y;
+            const uint32_t b = (word >> ((s & 1) * 16 + hi * 8)) & 0xFFu;
+            uint32_t v;
+            if constexpr (kAlu) {
+              v = D::mul2(D::mul2(wgdev::e2m1_pair_bits<T>(b), fix2), c.sp[h][s]);
+            } else {
+              // byte offsets (code * 4) of the two nibbles, straight from the code word
+              const int p = (s & 1) * 16 + hi * 8;
+              const uint32_t o0 = (p >= 2 ? word >> (p - 2) : word << 2) & 0x3Cu, o1 = (word >> (p + 2)) & 0x3Cu;
+              const char* lb = reinterpret_cast<const char*>(lut);
+              const float f = c.sc[h][s];
+              v = D::pack2(*reinterpret_cast<const float*>(lb + o0) * f, *reinterpret_cast<const float*>(lb + o1) * f);
+            }
+            a[hi * 2 + h] = v;
+          }
+      };
+
+      // k16-step pipeline: a wgmma group is KG k16 steps; step s of a chunk runs on A buffer
+      // s % (2 KG). After committing a group, wait<1> retires the previous one (ptxas keeps
+      // register-A wgmmas asynchronous only with wait<0|1>: deeper waits draw C7513), then the
+      // next group's steps are decoded into the freed buffers while this group runs. The next
+      // chunk's codes and scales are read from its stage after the chunk's first group.
+      constexpr int KG = C::KG, NG = 4 / KG, NB = 2 * KG;  // NB A buffers: the running group and the next
+      static_assert(KG == 1 || KG == 2 || KG == 4, "k16 steps per wgmma group");
+      // Global k16 step i (= 4 kc + s) uses buffer i % NB; chunks are processed in pairs so that
+      // this index is a compile-time constant.
+      auto buf = [](int par, int s) { return (par * 4 + s) % NB; };
+      Chunk cur, nxt;
+      wgdev::mbar_wait(&full[it0 % S], (it0 / S) & 1);
+      load_chunk(cur, 0);
+#pragma unroll
+      for (int j = 0; j < KG; ++j) decode_step(cur, j, abuf[buf(0, j)]);
+      auto chunk = [&](auto psel, int kc) {
+        constexpr int par = decltype(psel)::value;
+        const int it = it0 + kc;  // ring index of chunk kc
+        const uint64_t db = wgmma::desc_kmajor(smem + (it % S) * C::STAGE_BYTES);
+        const bool more = kc + 1 < kc_total;
+#pragma unroll
+        for (int gi = 0; gi < NG; ++gi) {
+#pragma unroll
+          for (int j = 0; j < KG; ++j) wgmma::fence_operands(abuf[buf(par, gi * KG + j)]);
+          wgmma::arrive();
+#pragma unroll
+          for (int j = 0; j < KG; ++j)
+            wgmma::mma_rs<C::BT, T, 0>(acc, abuf[buf(par, gi * KG + j)], db + 2 * (gi * KG + j), 1);
+          wgmma::commit();
+          wgmma::wait<1>();  // the previous group retired: its A buffers (the next group's) are free
+#pragma unroll
+          for (int j = 0; j < KG; ++j) wgmma::fence_operands(abuf[buf(par, (gi + 1) * KG + j)]);
+          if (gi == 0) {
+            if (kc > 0) {  // chunk kc - 1 retired: its stage goes back to the producer(s)
+              __syncwarp();
+              if (lane == 0) wgdev::mbar_arrive(&empty[(it - 1) % S]);
+            }
+            if (more) {
+              wgdev::mbar_wait(&full[(it + 1) % S], ((it + 1) / S) & 1);
+              load_chunk(nxt, kc + 1);
+            }
+          }
+          if (gi + 1 < NG) {
+#pragma unroll
+            for (int j = 0; j < KG; ++j) decode_step(cur, (gi + 1) * KG + j, abuf[buf(par, (gi + 1) * KG + j)]);
+          } else if (more) {
+            cur = nxt;
+#pragma unroll
+            for (int j = 0; j < KG; ++j) decode_step(cur, j, abuf[buf(1 - par, j)]);
+          }
+        }
+      };
+      for (int kc = 0; kc < kc_total; kc += 2) {
+        chunk(std::integral_constant<int, 0>{}, kc);
+        if (kc + 1 < kc_total) chunk(std::integral_constant<int, 1>{}, kc + 1);
+      }
+      wgmma::wait<0>();
+      wgmma::fence_operands(acc);
+      __syncwarp();  // the tile's last chunk retired: its stage goes back to the producer
+      if (lane == 0) wgdev::mbar_arrive(&empty[(it0 + kc_total - 1) % S]);
+
+      // ---- epilogue: y[m0 + t][n0 + r] = acc * g + bias[n0 + r], through shared memory ----
+      // The output tile has its own buffer: the producer is already filling the stages with the
+      // next tile's chunks. The barrier keeps this tile's writes behind the last tile's reads.
+      wgdev::consumer_sync<128 * C::NWG>();
+      T* sY = reinterpret_cast<T*>(smem + C::Y_OFF);
+      const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;
+      const T* bias = static_cast<const T*>(p.bias);
+      float bv[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        if (bias && n0 + r0 + 8 * h < p.n) bv[h] = D::to_f(bias[n0 + r0 + 8 * h]);
+#pragma unroll
+      for (int j = 0; j < C::BT / 2; ++j) {
+        const int h = (j >> 1) & 1;
+        const int t = 8 * (j >> 2) + 2 * q + (j & 1);
+        sY[t * C::Y_PITCH + r0 + 8 * h] = D::from_f(acc[j] * gs + bv[h]);
+      }
+      wgdev::consumer_sync<128 * C::NWG>();
+      T* y = static_cast<T*>(p.y);
+      const bool vec = (p.n % 8) == 0 && (reinterpret_cast<uintptr_t>(p.y) % 16) == 0;
+      constexpr int VPR = C::BW / 8;  // 16-byte vectors per tile row
+      for (int i = tid; i < C::BT * VPR; i += 128 * C::NWG) {
+        const int t = i / VPR, v = i % VPR;
+        const int gm = m0 + t, gn = n0 + 8 * v;
+        if (gm >= p.m || gn >= p.n) continue;
+        const T* src = sY + t * C::Y_PITCH + 8 * v;
+        T* dst = y + static_cast<int64_t>(gm) * p.n + gn;
+        if (vec && gn + 8 <= p.n) {
+          *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+        } else {
+          for (int e = 0; e < 8 && gn + e < p.n; ++e) dst[e] = src[e];
+        }
+      }
+    }
+  };
+
+  if (warp >= 4 * C::NWG) {  // producer warpgroup: lane 0 of its first warp issues every TMA
+    if constexpr (C::REGS_PRODUCER > 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::REGS_PRODUCER));
+    if (warp == 4 * C::NWG && lane == 0) {
+      wgdev::prefetch_map(&P.mx);
+      wgdev::prefetch_map(&P.mw);
+      wgdev::prefetch_map(&P.ms);
+      constexpr uint32_t kBytes = C::X_BYTES + C::BW * 32 + C::BW * SB;
+      const uint64_t pol_x = wgdev::l2_policy(false), pol_w = wgdev::l2_policy(true);
+      int it = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int n0 = (tile % tiles_n) * C::BW, m0 = (tile / tiles_n) * C::BT;
+        for (int kc = 0; kc < kc_total; ++kc, ++it) {
+          const int s = it % S;
+          if (it >= S) wgdev::mbar_wait(&empty[s], ((it / S) - 1) & 1);
+          uint8_t* st = smem + s * C::STAGE_BYTES;
+          wgdev::mbar_arrive_expect_tx(&full[s], kBytes);
+          wgdev::tma_load_2d(st, &P.mx, &full[s], kc * 64, m0, pol_x);
+          wgdev::tma_load_2d(st + C::X_BYTES, &P.mw, &full[s], kc * 32, n0, pol_w);
+          wgdev::tma_load_2d(st + C::X_BYTES + C::W_BYTES, &P.ms, &full[s], n0, kc, pol_w);
+        }
+      }
+    }
+  } else {
+    if constexpr (C::REGS_CONSUMER > 0) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::REGS_CONSUMER));
+    consume();
+  }
+#endif
+}
+
+// cuTensorMapEncodeTiled, fetched once through cudart (the library never links libcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }();
+  return fn;
+}
+
+// 2-D tensor map: inner dimension d0 elements of esz bytes, d1 rows `stride` bytes apart.
+inline bool encode_map(CUtensorMap* m, const void* base, CUtensorMapDataType dt, uint64_t d0, uint64_t d1,
+                       uint64_t stride, uint32_t b0, uint32_t b1, CUtensorMapSwizzle sw) {
+  const cuuint64_t dims[2] = {d0, d1};
+  const cuuint64_t strides[1] = {stride};
+  const cuuint32_t box[2] = {b0, b1};
+  const cuuint32_t es[2] = {1, 1};
+  return tensor_map_encoder()(m, dt, 2, const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// Falls back to the mma.sync kernel (config `large`) where the tensor-map encoder is missing.
+template <class C, Format F, typename T>
+cudaError_t launch_gemm_wgmma(const GemmParams& p, cudaStream_t stream) {
+  if (!tensor_map_encoder()) return launch_gemm<CfgLarge, F, T>(p, stream);
+  auto kern = fp4_gemm_wgmma_kernel<C, F, T>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::SMEM_BYTES));
+  if (attr != cudaSuccess) return attr;
+  constexpr int SB = chunk_scale_bytes(F);
+  constexpr CUtensorMapDataType kScaleType =
+      SB == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32 : SB == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  WgmmaParams P{};
+  P.p = p;
+  const bool ok =
+      encode_map(&P.mx, p.x, CU_TENSOR_MAP_DATA_TYPE_UINT16, p.k, p.m, uint64_t(p.k) * 2, 64, C::BT,
+                 CU_TENSOR_MAP_SWIZZLE_128B) &&
+      encode_map(&P.mw, p.codes, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.k / 2, p.n, uint64_t(p.k) / 2, 32, C::BW,
+                 CU_TENSOR_MAP_SWIZZLE_NONE) &&
+      encode_map(&P.ms, p.scales, kScaleType, p.npad, p.k / 64, uint64_t(p.npad) * SB, C::BW, 1,
+                 CU_TENSOR_MAP_SWIZZLE_NONE);
+  if (!ok) return cudaErrorInvalidValue;
+  // Persistent grid: as many CTAs as fit on the device at once, at most one per tile.
+  static const int resident = [&] {
+    int dev = 0, sms = 0, per_sm = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, C::THREADS, C::SMEM_BYTES) != cudaSuccess)
+      return 0;
+    return sms * per_sm;
+  }();
+  if (resident <= 0) return cudaErrorInvalidConfiguration;
+  const int64_t tiles = int64_t((p.n + C::BW - 1) / C::BW) * ((p.m + C::BT - 1) / C::BT);
+  const unsigned grid = static_cast<unsigned>(tiles < resident ? tiles : resident);
+  kern<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(P);
+  return cudaGetLastError();
+}
+
+}  // namespace vstack::quant
