@@ -108,12 +108,8 @@ __global__ void __launch_bounds__(bwd_tile(D).warps * 32)
   const int j0 = n_block * BN;
   if (j0 >= si.sk) return;
 
-  int m_begin = 0;
   const int m_end = ceil_div(rows, BM);
-  if constexpr (Causal) {
-    const int i_min = max(0, j0 - off);  // first position that sees key j0
-    m_begin = i_min >= si.sq ? m_end : (i_min * g) / BM;
-  }
+  const int m_begin = first_query_tile<Causal>(si, off, g, j0, BM, m_end);
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int gq = lane / 4, qd = lane % 4;

@@ -25,6 +25,7 @@
 #include "attn/kernel_common.cuh"
 #include "attn/mma.cuh"
 #include "attn/traits.hpp"
+#include "kernels/hopper.cuh"
 #include "kernels/wgmma.cuh"
 
 namespace vstack::attn {
@@ -79,9 +80,6 @@ __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.comm
 template <int N>
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
 __device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-__device__ __forceinline__ void bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 
 template <typename T, bool Causal>
 __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const __grid_constant__ BwdParams p) {
@@ -110,12 +108,8 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
   const int j0 = n_block * BN;
   if (j0 >= si.sk) return;
 
-  int m_begin = 0;
   const int m_end = ceil_div(rows, BM);
-  if constexpr (Causal) {
-    const int i_min = max(0, j0 - off);  // first position that sees key j0
-    m_begin = i_min >= si.sq ? m_end : (i_min * G) / BM;
-  }
+  const int m_begin = first_query_tile<Causal>(si, off, G, j0, BM, m_end);
 
   const int tid = threadIdx.x, w = tid / 128, wi = (tid % 128) / 32, lane = tid % 32;
   const int gq = lane / 4, qd = lane % 4;
@@ -348,7 +342,7 @@ __global__ void __launch_bounds__(BwdWgTile::kThreads, 1) bwd_wgmma_kernel(const
     wg::fence_proxy_async();  // reduced by reduce_dq(m) after the next barrier
   }
   if (m_begin < m_end) {
-    bar_sync(1 + w, 128);
+    hopper::named_barrier_sync(1 + w, 128);
     reduce_dq(m_end - 1);
   }
   cp_async_wait<0>();

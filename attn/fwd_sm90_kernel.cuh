@@ -28,8 +28,8 @@
 
 #include "attn/kernel_common.cuh"
 #include "attn/mma.cuh"
-#include "attn/tma.cuh"
 #include "attn/traits.hpp"
+#include "kernels/hopper.cuh"
 #include "kernels/wgmma.cuh"
 
 #ifndef VSTACK_ATTN_SM90_PINGPONG
@@ -49,7 +49,7 @@ __global__ void __launch_bounds__((fwd_sm90_tile(D).consumer_wgs + 1) * 128, 1)
     fwd_sm90_kernel(const __grid_constant__ FwdSm90Params hp) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   namespace wg = vstack::wgmma;
-  using namespace sm90;
+  using namespace vstack::hopper;
   constexpr FwdSm90Tile kT = fwd_sm90_tile(D);
   constexpr int BM = kT.block_m, BN = kT.block_n, S = kT.stages, WGS = kT.consumer_wgs;
   constexpr int KB = D / 64;                    // SW128 blocks per row of Q, K, V

@@ -20,6 +20,18 @@ __device__ __forceinline__ SeqInfo seq_info(const Shape& s, int b) {
   return SeqInfo{b * s.seqlen_q, s.seqlen_q, b * s.seqlen_k, s.seqlen_k};
 }
 
+// Backward: the first packed query tile (tiles of bm rows, Note [Packed query rows]: row =
+// position * group + head within the group) that the key block starting at key j0 must visit.
+// Causal attention is aligned bottom-right (position i sees keys <= i + off, off = sk - sq), so
+// tiles before the one holding the first position that sees j0 are skipped; m_end (the number
+// of tiles) when no position does.
+template <bool Causal>
+__device__ __forceinline__ int first_query_tile(const SeqInfo& si, int off, int group, int j0, int bm, int m_end) {
+  if constexpr (!Causal) return 0;
+  const int i_min = max(0, j0 - off);  // first position that sees key j0
+  return i_min >= si.sq ? m_end : (i_min * group) / bm;
+}
+
 // Element offset of (sequence b, head h, position 0) in t.
 __device__ __forceinline__ int64_t seq_offset(const Shape& s, const Tensor& t, int b, int row0, int h) {
   const int64_t base = s.cu_seqlens_q != nullptr ? int64_t(row0) * t.row_stride : int64_t(b) * t.batch_stride;

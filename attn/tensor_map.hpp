@@ -1,6 +1,5 @@
 // Host side of the Hopper forward: is the current device an sm_90 part, and the TMA tensor
-// maps of K and V. cuTensorMapEncodeTiled is a driver function: it is fetched through
-// cudaGetDriverEntryPointByVersion, so that libvstack_kernels.so does not link libcuda.
+// maps of K and V (encoded by kernels/tensor_map.hpp's driver entry point).
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and its enums (types only)
@@ -10,6 +9,7 @@
 #include <cstdint>
 
 #include "attn/params.hpp"
+#include "kernels/tensor_map.hpp"
 
 namespace vstack::attn {
 
@@ -32,28 +32,12 @@ inline bool device_is_sm90() {
   return yes;
 }
 
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-inline EncodeTiledFn encode_tiled_fn() {
-  static const EncodeTiledFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      return EncodeTiledFn{nullptr};
-    return reinterpret_cast<EncodeTiledFn>(f);
-  }();
-  return fn;
-}
-
 // K or V of a fixed-length batch as the 4-d tensor (head_dim, seqlen_k, heads_kv, batch) with
 // boxes of (64, box_rows, 1, 1) and the 128-byte swizzle; rows past seqlen_k read as zeros.
 // False when TMA cannot describe the tensor (address or a stride not a multiple of 16 bytes):
 // the caller then uses the mma.sync kernel.
 inline bool make_kv_map(CUtensorMap* map, const Tensor& t, const Shape& s, bool bf16, int box_rows) {
-  const EncodeTiledFn enc = encode_tiled_fn();
+  const auto enc = kernels::tensor_map_encoder();
   if (enc == nullptr || (reinterpret_cast<uintptr_t>(t.ptr) & 15) != 0) return false;
   // A stride of a dimension of extent 1 is never used: give it any legal value.
   auto stride = [](int64_t elems, int extent, int64_t fallback) -> int64_t {

@@ -44,13 +44,16 @@
 // warpgroups (BT 128 / 192: 437 / 554 TFLOPS).
 #pragma once
 
-#include <cuda.h>  // CUtensorMap (types only: the encoder is fetched through cudart)
-#include <cudaTypedefs.h>
+#include <cuda.h>  // CUtensorMap (types only)
 
+#include "kernels/hopper.cuh"
+#include "kernels/tensor_map.hpp"
 #include "kernels/wgmma.cuh"
 #include "quant/gemm_kernel.cuh"
 
 namespace vstack::quant {
+
+namespace hp = vstack::hopper;
 
 struct WgmmaParams {
   CUtensorMap mx;  // x: [M][K] 2-byte elements, box [BT][64], SW128
@@ -64,51 +67,6 @@ template <Format F, typename T>
 inline constexpr bool kAluDecode = kPairDecode<F, T>;
 
 namespace wgdev {
-
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(dev::smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(dev::smem_u32(bar)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(dev::smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(dev::smem_u32(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-// L2 policy: x tiles are read by the CTAs of one wave only (evict first); weight tiles by
-// every wave of CTAs that sweeps the x tiles (evict last: they stay in L2 between waves).
-__device__ __forceinline__ uint64_t l2_policy(bool keep) {
-  uint64_t pol;
-  if (keep) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
-  else asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-  return pol;
-}
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1,
-                                            uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, "
-      "%4}], [%2], %5;\n" ::"r"(dev::smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(dev::smem_u32(bar)), "r"(c0), "r"(c1), "l"(policy)
-      : "memory");
-}
-__device__ __forceinline__ void prefetch_map(const CUtensorMap* map) {
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
-}
-// Barrier 1 among the consumer warps only (the producer warp never joins).
-template <int N>
-__device__ __forceinline__ void consumer_sync() {
-  asm volatile("bar.sync 1, %0;\n" ::"n"(N) : "memory");
-}
 
 // format.hpp e2m1_pair_bits() for T.
 template <typename T>
@@ -160,8 +118,8 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
   }
   if (tid == 0) {
     for (int s = 0; s < S; ++s) {
-      wgdev::mbar_init(&full[s], 1);
-      wgdev::mbar_init(&empty[s], 4 * C::NWG);  // every consumer warp
+      hp::mbar_init(&full[s], 1);
+      hp::mbar_init(&empty[s], 4 * C::NWG);  // every consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     wgmma::fence_proxy_async();
@@ -270,7 +228,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
       // this index is a compile-time constant.
       auto buf = [](int par, int s) { return (par * 4 + s) % NB; };
       Chunk cur, nxt;
-      wgdev::mbar_wait(&full[it0 % S], (it0 / S) & 1);
+      while (!hp::mbar_try_wait(&full[it0 % S], (it0 / S) & 1)) {}
       load_chunk(cur, 0);
 #pragma unroll
       for (int j = 0; j < KG; ++j) decode_step(cur, j, abuf[buf(0, j)]);
@@ -294,10 +252,10 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
           if (gi == 0) {
             if (kc > 0) {  // chunk kc - 1 retired: its stage goes back to the producer(s)
               __syncwarp();
-              if (lane == 0) wgdev::mbar_arrive(&empty[(it - 1) % S]);
+              if (lane == 0) hp::mbar_arrive(&empty[(it - 1) % S]);
             }
             if (more) {
-              wgdev::mbar_wait(&full[(it + 1) % S], ((it + 1) / S) & 1);
+              while (!hp::mbar_try_wait(&full[(it + 1) % S], ((it + 1) / S) & 1)) {}
               load_chunk(nxt, kc + 1);
             }
           }
@@ -318,12 +276,12 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
       wgmma::wait<0>();
       wgmma::fence_operands(acc);
       __syncwarp();  // the tile's last chunk retired: its stage goes back to the producer
-      if (lane == 0) wgdev::mbar_arrive(&empty[(it0 + kc_total - 1) % S]);
+      if (lane == 0) hp::mbar_arrive(&empty[(it0 + kc_total - 1) % S]);
 
       // ---- epilogue: y[m0 + t][n0 + r] = acc * g + bias[n0 + r], through shared memory ----
       // The output tile has its own buffer: the producer is already filling the stages with the
       // next tile's chunks. The barrier keeps this tile's writes behind the last tile's reads.
-      wgdev::consumer_sync<128 * C::NWG>();
+      hp::named_barrier_sync(1, 128 * C::NWG);  // consumer warps only
       T* sY = reinterpret_cast<T*>(smem + C::Y_OFF);
       const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;
       const T* bias = static_cast<const T*>(p.bias);
@@ -337,7 +295,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
         const int t = 8 * (j >> 2) + 2 * q + (j & 1);
         sY[t * C::Y_PITCH + r0 + 8 * h] = D::from_f(acc[j] * gs + bv[h]);
       }
-      wgdev::consumer_sync<128 * C::NWG>();
+      hp::named_barrier_sync(1, 128 * C::NWG);  // consumer warps only
       T* y = static_cast<T*>(p.y);
       const bool vec = (p.n % 8) == 0 && (reinterpret_cast<uintptr_t>(p.y) % 16) == 0;
       constexpr int VPR = C::BW / 8;  // 16-byte vectors per tile row
@@ -357,45 +315,34 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
   };
 
   if (warp >= 4 * C::NWG) {  // producer warpgroup: lane 0 of its first warp issues every TMA
-    if constexpr (C::REGS_PRODUCER > 0) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::REGS_PRODUCER));
+    if constexpr (C::REGS_PRODUCER > 0) hp::setmaxnreg_dec<C::REGS_PRODUCER>();
     if (warp == 4 * C::NWG && lane == 0) {
-      wgdev::prefetch_map(&P.mx);
-      wgdev::prefetch_map(&P.mw);
-      wgdev::prefetch_map(&P.ms);
+      hp::prefetch_tensor_map(&P.mx);
+      hp::prefetch_tensor_map(&P.mw);
+      hp::prefetch_tensor_map(&P.ms);
       constexpr uint32_t kBytes = C::X_BYTES + C::BW * 32 + C::BW * SB;
-      const uint64_t pol_x = wgdev::l2_policy(false), pol_w = wgdev::l2_policy(true);
+      // x tiles are read by the CTAs of one wave only (evict first); weight tiles by every wave of
+      // CTAs that sweeps the x tiles (evict last: they stay in L2 between waves).
+      const uint64_t pol_x = hp::l2_policy(false), pol_w = hp::l2_policy(true);
       int it = 0;
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
         const int n0 = (tile % tiles_n) * C::BW, m0 = (tile / tiles_n) * C::BT;
         for (int kc = 0; kc < kc_total; ++kc, ++it) {
           const int s = it % S;
-          if (it >= S) wgdev::mbar_wait(&empty[s], ((it / S) - 1) & 1);
+          if (it >= S) while (!hp::mbar_try_wait(&empty[s], ((it / S) - 1) & 1)) {}
           uint8_t* st = smem + s * C::STAGE_BYTES;
-          wgdev::mbar_arrive_expect_tx(&full[s], kBytes);
-          wgdev::tma_load_2d(st, &P.mx, &full[s], kc * 64, m0, pol_x);
-          wgdev::tma_load_2d(st + C::X_BYTES, &P.mw, &full[s], kc * 32, n0, pol_w);
-          wgdev::tma_load_2d(st + C::X_BYTES + C::W_BYTES, &P.ms, &full[s], n0, kc, pol_w);
+          hp::mbar_arrive_expect_tx(&full[s], kBytes);
+          hp::tma_load_2d(st, &P.mx, &full[s], kc * 64, m0, pol_x);
+          hp::tma_load_2d(st + C::X_BYTES, &P.mw, &full[s], kc * 32, n0, pol_w);
+          hp::tma_load_2d(st + C::X_BYTES + C::W_BYTES, &P.ms, &full[s], n0, kc, pol_w);
         }
       }
     }
   } else {
-    if constexpr (C::REGS_CONSUMER > 0) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::REGS_CONSUMER));
+    if constexpr (C::REGS_CONSUMER > 0) hp::setmaxnreg_inc<C::REGS_CONSUMER>();
     consume();
   }
 #endif
-}
-
-// cuTensorMapEncodeTiled, fetched once through cudart (the library never links libcuda).
-inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
 }
 
 // 2-D tensor map: inner dimension d0 elements of esz bytes, d1 rows `stride` bytes apart.
@@ -405,14 +352,14 @@ inline bool encode_map(CUtensorMap* m, const void* base, CUtensorMapDataType dt,
   const cuuint64_t strides[1] = {stride};
   const cuuint32_t box[2] = {b0, b1};
   const cuuint32_t es[2] = {1, 1};
-  return tensor_map_encoder()(m, dt, 2, const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  return kernels::tensor_map_encoder()(m, dt, 2, const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                               sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // Falls back to the mma.sync kernel (config `large`) where the tensor-map encoder is missing.
 template <class C, Format F, typename T>
 cudaError_t launch_gemm_wgmma(const GemmParams& p, cudaStream_t stream) {
-  if (!tensor_map_encoder()) return launch_gemm<CfgLarge, F, T>(p, stream);
+  if (!kernels::tensor_map_encoder()) return launch_gemm<CfgLarge, F, T>(p, stream);
   auto kern = fp4_gemm_wgmma_kernel<C, F, T>;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::SMEM_BYTES));

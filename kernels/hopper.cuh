@@ -1,5 +1,7 @@
-// The Hopper (sm_90) pieces of the warp-specialised forward besides wgmma (kernels/wgmma.cuh):
-// mbarriers, the bulk tensor copy (TMA) that completes on one, named barriers and setmaxnreg.
+// The Hopper (sm_90) pieces of the warp-specialised kernels besides wgmma (kernels/wgmma.cuh):
+// mbarriers, the bulk tensor copy (TMA) that completes on one, L2 cache policies, named barriers
+// and setmaxnreg. Used by the attention forward (attn/fwd_sm90_kernel.cuh) and the FP4 GEMM
+// (quant/gemm_wgmma.cuh).
 //
 // mbarrier protocol used here (PTX ISA "mbarrier"): a barrier completes a phase when its
 // pending arrivals reach zero and its pending transaction bytes reach zero; waiters wait for
@@ -10,7 +12,7 @@
 
 #include <cstdint>
 
-namespace vstack::attn::sm90 {
+namespace vstack::hopper {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -30,6 +32,16 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t by
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 }
+// One probe: true once the phase of parity `parity` has completed (callers loop on it).
+__device__ __forceinline__ bool mbar_try_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+               : "=r"(done)
+               : "r"(smem_addr(bar)), "r"(parity)
+               : "memory");
+  return done != 0;
+}
+// Spins until the phase of parity `parity` has completed (the loop inside one asm block).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   asm volatile(
       "{\n.reg .pred p;\n"
@@ -52,6 +64,27 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_
       : "memory");
 }
 
+// Box of the 2-d tensor map at (c0 innermost, c1) -> shared memory, completing on `bar`, with an
+// L2 cache policy from l2_policy().
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1,
+                                            uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, "
+      "%4}], [%2], %5;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "l"(policy)
+      : "memory");
+}
+// L2 policy for the data of one copy: keep = evict last (reused by later CTAs), else evict first.
+__device__ __forceinline__ uint64_t l2_policy(bool keep) {
+  uint64_t pol;
+  if (keep) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(pol));
+  else asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+  return pol;
+}
+__device__ __forceinline__ void prefetch_tensor_map(const void* tmap) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(tmap)) : "memory");
+}
+
 // Barrier over `threads` threads (a multiple of 32) under id (1..15; 0 is __syncthreads).
 __device__ __forceinline__ void named_barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -71,4 +104,4 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
 }
 
-}  // namespace vstack::attn::sm90
+}  // namespace vstack::hopper
