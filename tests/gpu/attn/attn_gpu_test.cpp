@@ -18,19 +18,12 @@
 
 #include "reference.hpp"
 #include "vstack/kernels.h"
+#include "tests/gpu/cuda_check.hpp"
 
 using namespace vstack::attn::ref;
 
 namespace {
 
-#define CUDA_OK(x)                                                                          \
-  do {                                                                                      \
-    cudaError_t e_ = (x);                                                                   \
-    if (e_ != cudaSuccess) {                                                                \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 uint16_t to_bits(float x, bool bf16) {
   if (bf16) {
@@ -110,9 +103,9 @@ struct Mapper {
 struct DevBuf {
   void* ptr = nullptr;
   size_t bytes = 0;
-  explicit DevBuf(size_t n) : bytes(n) { CUDA_OK(cudaMalloc(&ptr, n ? n : 16)); }
+  explicit DevBuf(size_t n) : bytes(n) { CK(cudaMalloc(&ptr, n ? n : 16)); }
   ~DevBuf() { cudaFree(ptr); }
-  void poison() { CUDA_OK(cudaMemset(ptr, 0xff, bytes)); }  // NaN in f16, bf16 and f32
+  void poison() { CK(cudaMemset(ptr, 0xff, bytes)); }  // NaN in f16, bf16 and f32
 };
 
 std::vector<uint16_t> to_device_layout(const std::vector<float>& ref, const Mapper& m, bool q_side, bool bf16) {
@@ -206,14 +199,14 @@ bool run_case(const Case& c, std::mt19937& rng) {
   DevBuf dlse(size_t(p.batch) * p.heads_q * p.seqlen_q * 4 + 16);
   DevBuf dcu_q(m.cu_q.size() * 4), dcu_k(m.cu_k.size() * 4);
   auto up = [](DevBuf& b, const std::vector<uint16_t>& h) {
-    CUDA_OK(cudaMemcpy(b.ptr, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(b.ptr, h.data(), h.size() * 2, cudaMemcpyHostToDevice));
   };
   up(dq_, to_device_layout(q, m, true, c.bf16));
   up(dk_, to_device_layout(k, m, false, c.bf16));
   up(dv_, to_device_layout(v, m, false, c.bf16));
   up(dout_, to_device_layout(dout, m, true, c.bf16));
-  CUDA_OK(cudaMemcpy(dcu_q.ptr, m.cu_q.data(), m.cu_q.size() * 4, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(dcu_k.ptr, m.cu_k.data(), m.cu_k.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dcu_q.ptr, m.cu_q.data(), m.cu_q.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dcu_k.ptr, m.cu_k.data(), m.cu_k.size() * 4, cudaMemcpyHostToDevice));
 
   vstack_attn_shape_t shape{};
   shape.dtype = c.bf16 ? VSTACK_DTYPE_BF16 : VSTACK_DTYPE_F16;
@@ -252,15 +245,15 @@ bool run_case(const Case& c, std::mt19937& rng) {
   do_.poison();
   dlse.poison();
   vstack_status_t st = vstack_attn_fwd(&fa, nullptr);
-  CUDA_OK(cudaDeviceSynchronize());
+  CK(cudaDeviceSynchronize());
   if (st != VSTACK_OK) {
     std::printf("FAIL %s: fwd: %s: %s\n", c.name().c_str(), vstack_status_string(st), vstack_last_error());
     return false;
   }
   std::vector<uint16_t> o_dev(m.q_elems());
-  CUDA_OK(cudaMemcpy(o_dev.data(), do_.ptr, qb, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(o_dev.data(), do_.ptr, qb, cudaMemcpyDeviceToHost));
   std::vector<float> lse_dev_raw(size_t(p.batch) * p.heads_q * p.seqlen_q);
-  CUDA_OK(cudaMemcpy(lse_dev_raw.data(), dlse.ptr, lse_dev_raw.size() * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(lse_dev_raw.data(), dlse.ptr, lse_dev_raw.size() * 4, cudaMemcpyDeviceToHost));
   std::vector<float> lse_dev(lse_dev_raw.size(), 0.f);
   for (int b = 0; b < p.batch; ++b)
     for (int h = 0; h < p.heads_q; ++h)
@@ -299,15 +292,15 @@ bool run_case(const Case& c, std::mt19937& rng) {
     ddk.poison();
     ddv.poison();
     st = vstack_attn_bwd(&ba, nullptr);
-    CUDA_OK(cudaDeviceSynchronize());
+    CK(cudaDeviceSynchronize());
     if (st != VSTACK_OK) {
       std::printf("FAIL %s: bwd: %s: %s\n", c.name().c_str(), vstack_status_string(st), vstack_last_error());
       return false;
     }
     std::vector<uint16_t> hq(m.q_elems()), hk(m.kv_elems()), hv(m.kv_elems());
-    CUDA_OK(cudaMemcpy(hq.data(), ddq.ptr, qb, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(hk.data(), ddk.ptr, kb, cudaMemcpyDeviceToHost));
-    CUDA_OK(cudaMemcpy(hv.data(), ddv.ptr, kb, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hq.data(), ddq.ptr, qb, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hk.data(), ddk.ptr, kb, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hv.data(), ddv.ptr, kb, cudaMemcpyDeviceToHost));
     const Backward gex = backward(p, q, k, v, dout, Round::exact), glo = backward(p, q, k, v, dout, rnd);
     verdict.check("dQ", from_device_layout(hq, m, true, c.bf16), gex.dq, glo.dq, atol);
     verdict.check("dK", from_device_layout(hk, m, false, c.bf16), gex.dk, glo.dk, atol);

@@ -18,17 +18,10 @@
 #include <vector>
 
 #include "attn/bwd_launch.cuh"
+#include "tests/gpu/cuda_check.hpp"
 
 using namespace vstack::attn;
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 constexpr int D = 128;
 

@@ -13,19 +13,9 @@
 #include <cstring>
 #include <string>
 
-namespace pagertest {
+#include "../cuda_check.hpp"  // CK(): every CUDA call checked
 
-// Every CUDA call goes through CK(): a failure prints the call, file, line and
-// error name, and exits with status 2 (1 is reserved for "wrong data").
-#define CK(call)                                                                      \
-  do {                                                                                \
-    cudaError_t ck_err_ = (call);                                                     \
-    if (ck_err_ != cudaSuccess) {                                                     \
-      std::fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", __FILE__, __LINE__, #call, \
-                   cudaGetErrorName(ck_err_), cudaGetErrorString(ck_err_));           \
-      std::exit(2);                                                                   \
-    }                                                                                 \
-  } while (0)
+namespace pagertest {
 
 // After a kernel launch: the launch itself must have been accepted.
 #define CK_LAUNCH() CK(cudaGetLastError())

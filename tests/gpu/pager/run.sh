@@ -65,7 +65,7 @@ fi
 mkdir -p "$bin"
 build_cu() {
   local src=$here/$1.cu out=$bin/$1
-  if [ -x "$out" ] && [ ! "$src" -nt "$out" ] && [ ! "$here/common.cuh" -nt "$out" ]; then return 0; fi
+  if [ -x "$out" ] && [ ! "$src" -nt "$out" ] && [ ! "$here/common.cuh" -nt "$out" ] && [ ! "$here/../cuda_check.hpp" -nt "$out" ]; then return 0; fi
   command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin
   nvcc -O2 -std=c++17 -gencode arch=compute_80,code=sm_80 -gencode 'arch=compute_90,code=[sm_90,compute_90]' \
     -o "$out" "$src" >"$work/build-$1.log" 2>&1 || { cat "$work/build-$1.log"; return 1; }

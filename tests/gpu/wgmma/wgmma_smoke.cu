@@ -12,17 +12,10 @@
 #include <vector>
 
 #include "kernels/wgmma.cuh"
+#include "tests/gpu/cuda_check.hpp"
 
 namespace wg = vstack::wgmma;
 
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                   \
-    }                                                                                 \
-  } while (0)
 
 template <typename T>
 __device__ uint32_t pack2(T lo, T hi) {
