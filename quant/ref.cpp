@@ -106,45 +106,37 @@ void dequantize(const QTensor& q, float* y) {
     for (int64_t k = 0; k < C; ++k) y[n * C + k] = element_value(q.format, code_at(v, n, k)) * scale_at(v, n, k);
 }
 
-bool to_gemm(const QTensor& lin, QTensor& out) {
-  if (lin.layout != Layout::linear || !shape_ok(lin.format, Layout::gemm, lin.rows, lin.cols)) return false;
-  QTensor g;
-  g.format = lin.format;
-  g.layout = Layout::gemm;
-  g.rows = lin.rows;
-  g.cols = lin.cols;
-  alloc(g);
-  g.scale2 = lin.scale2;
-  const int64_t N = lin.rows, K = lin.cols;
+namespace {
+
+// The same tensor in layout `to` (every code and scale moved to its place there).
+QTensor relayout(const QTensor& src, Layout to) {
+  QTensor d;
+  d.format = src.format;
+  d.layout = to;
+  d.rows = src.rows;
+  d.cols = src.cols;
+  alloc(d);
+  d.scale2 = src.scale2;
+  const int64_t N = src.rows, K = src.cols;
   for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; k += 2) g.codes[code_byte(Layout::gemm, n, k, K)] = lin.codes[code_byte(Layout::linear, n, k, K)];
-  const int B = block_size(lin.format), sb = scale_bytes(lin.format);
+    for (int64_t k = 0; k < K; k += 2) d.codes[code_byte(to, n, k, K)] = src.codes[code_byte(src.layout, n, k, K)];
+  const int B = block_size(src.format), sb = scale_bytes(src.format);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; k += B)
-      std::memcpy(&g.scales[scale_byte(g.format, Layout::gemm, n, k, N, K)],
-                  &lin.scales[scale_byte(g.format, Layout::linear, n, k, N, K)], sb);
-  out = std::move(g);
+      std::memcpy(&d.scales[scale_byte(src.format, to, n, k, N, K)],
+                  &src.scales[scale_byte(src.format, src.layout, n, k, N, K)], sb);
+  return d;
+}
+
+}  // namespace
+
+bool to_gemm(const QTensor& lin, QTensor& out) {
+  if (lin.layout != Layout::linear || !shape_ok(lin.format, Layout::gemm, lin.rows, lin.cols)) return false;
+  out = relayout(lin, Layout::gemm);
   return true;
 }
 
-QTensor to_linear(const QTensor& g) {
-  QTensor l;
-  l.format = g.format;
-  l.layout = Layout::linear;
-  l.rows = g.rows;
-  l.cols = g.cols;
-  alloc(l);
-  l.scale2 = g.scale2;
-  const int64_t N = g.rows, K = g.cols;
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; k += 2) l.codes[code_byte(Layout::linear, n, k, K)] = g.codes[code_byte(Layout::gemm, n, k, K)];
-  const int B = block_size(g.format), sb = scale_bytes(g.format);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; k += B)
-      std::memcpy(&l.scales[scale_byte(g.format, Layout::linear, n, k, N, K)],
-                  &g.scales[scale_byte(g.format, Layout::gemm, n, k, N, K)], sb);
-  return l;
-}
+QTensor to_linear(const QTensor& g) { return relayout(g, Layout::linear); }
 
 uint16_t f32_to_bf16(float v) {
   uint32_t u = f32_bits(v);
