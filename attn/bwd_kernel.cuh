@@ -20,10 +20,7 @@ namespace vstack::attn {
 template <typename T, int D, bool kPacked = false>
 __global__ void __launch_bounds__(256) bwd_prep_kernel(const __grid_constant__ BwdParams p) {
   const Shape& s = p.s;
-  const int b = blockIdx.y;
-  const SeqInfo si = seq_info(s, b);
-  const int idx = blockIdx.x * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int i = idx / s.heads_q, h = idx % s.heads_q;
+  const auto [b, si, i, h, lane] = row_head_warp(s);
   if (i >= si.sq) return;
   constexpr int E = D / 32;
   const T* o = static_cast<const T*>(p.o.ptr) + seq_offset(s, p.o, b, si.q0, h) + int64_t(i) * p.o.row_stride + lane * E;
@@ -54,10 +51,7 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const __grid_constant__ B
 template <typename T, int D, bool kPlanes = false>
 __global__ void __launch_bounds__(256) bwd_dq_kernel(const __grid_constant__ BwdParams p) {
   const Shape& s = p.s;
-  const int b = blockIdx.y;
-  const SeqInfo si = seq_info(s, b);
-  const int idx = blockIdx.x * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int i = idx / s.heads_q, h = idx % s.heads_q;
+  const auto [b, si, i, h, lane] = row_head_warp(s);
   if (i >= si.sq) return;
   constexpr int E = D / 32;
   const float* src;

@@ -275,10 +275,7 @@ __global__ void __launch_bounds__(fwd_tile(D).warps * 32, VSTACK_ATTN_FWD_MINB)
 template <typename T, int D>
 __global__ void __launch_bounds__(256) fwd_combine_kernel(const __grid_constant__ FwdParams p) {
   const Shape& s = p.s;
-  const int b = blockIdx.y;
-  const SeqInfo si = seq_info(s, b);
-  const int idx = blockIdx.x * 8 + threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int i = idx / s.heads_q, h = idx % s.heads_q;
+  const auto [b, si, i, h, lane] = row_head_warp(s);
   if (i >= si.sq) return;
   const int64_t rows_all = int64_t(s.total_q) * s.heads_q;
   const int64_t prow = int64_t(si.q0 + i) * s.heads_q + h;

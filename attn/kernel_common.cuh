@@ -20,6 +20,19 @@ __device__ __forceinline__ SeqInfo seq_info(const Shape& s, int b) {
   return SeqInfo{b * s.seqlen_q, s.seqlen_q, b * s.seqlen_k, s.seqlen_k};
 }
 
+// The kernels with one warp per (query position i, head h) of sequence b = blockIdx.y, 8 warps
+// per CTA: grid (ceil(seqlen_q * heads_q / 8), batch). Warps with i >= si.sq have no row.
+struct RowHeadWarp {
+  int b;
+  SeqInfo si;
+  int i, h, lane;
+};
+__device__ __forceinline__ RowHeadWarp row_head_warp(const Shape& s) {
+  const int b = blockIdx.y;
+  const int idx = blockIdx.x * 8 + threadIdx.x / 32;
+  return RowHeadWarp{b, seq_info(s, b), idx / s.heads_q, idx % s.heads_q, static_cast<int>(threadIdx.x % 32)};
+}
+
 // Backward: the first packed query tile (tiles of bm rows, Note [Packed query rows]: row =
 // position * group + head within the group) that the key block starting at key j0 must visit.
 // Causal attention is aligned bottom-right (position i sees keys <= i + off, off = sk - sq), so
