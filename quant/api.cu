@@ -3,7 +3,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 #include "kernels/status.hpp"
 #include "quant/convert_kernels.cuh"
@@ -78,35 +77,54 @@ vstack_status_t check_tensor(const vstack_fp4_tensor_t* q, const char* what) {
   return VSTACK_OK;
 }
 
+// The quantize kernel is persistent (Note [Quantize kernel]): as many CTAs as fit at once.
 template <Format F, typename T, Layout L>
-cudaError_t run_convert(bool quant, const ConvertParams& p, cudaStream_t st) {
-  const int64_t per_cta = quant ? quant_chunks_per_cta<F>() : kConvertThreads * kDequantElems / 64;
-  const unsigned grid = static_cast<unsigned>((p.chunks + per_cta - 1) / per_cta);
-  if (quant) quantize_kernel<F, T, L><<<grid, kConvertThreads, 0, st>>>(p);
-  else dequantize_kernel<F, T, L><<<grid, kConvertThreads, 0, st>>>(p);
+int64_t quantize_grid(const ConvertParams& p, int sms) {
+  static const int per_sm = [] {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, quantize_kernel<F, T, L>, kQuantThreads<F>, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      b = 1;
+    }
+    return b > 0 ? b : 1;
+  }();
+  const int64_t tiles = (p.chunks + quant_chunks_per_cta<F>() - 1) / quant_chunks_per_cta<F>();
+  return tiles < int64_t{per_sm} * sms ? tiles : int64_t{per_sm} * sms;
+}
+
+template <Format F, typename T, Layout L>
+cudaError_t run_convert(bool quant, const ConvertParams& p, int sms, cudaStream_t st) {
+  if (quant) {
+    quantize_kernel<F, T, L><<<static_cast<unsigned>(quantize_grid<F, T, L>(p, sms)), kQuantThreads<F>, 0, st>>>(p);
+  } else {
+    const int64_t per_cta = kConvertThreads * kDequantElems / 64;
+    dequantize_kernel<F, T, L><<<static_cast<unsigned>((p.chunks + per_cta - 1) / per_cta), kConvertThreads, 0, st>>>(p);
+  }
   return cudaGetLastError();
 }
 
 template <Format F, typename T>
-cudaError_t run_convert(bool quant, Layout l, const ConvertParams& p, cudaStream_t st) {
-  return l == Layout::gemm ? run_convert<F, T, Layout::gemm>(quant, p, st) : run_convert<F, T, Layout::linear>(quant, p, st);
+cudaError_t run_convert(bool quant, Layout l, const ConvertParams& p, int sms, cudaStream_t st) {
+  return l == Layout::gemm ? run_convert<F, T, Layout::gemm>(quant, p, sms, st)
+                           : run_convert<F, T, Layout::linear>(quant, p, sms, st);
 }
 
 template <Format F>
-cudaError_t run_convert(bool quant, vstack_dtype_t dt, Layout l, const ConvertParams& p, cudaStream_t st) {
+cudaError_t run_convert(bool quant, vstack_dtype_t dt, Layout l, const ConvertParams& p, int sms, cudaStream_t st) {
   switch (dt) {
-    case VSTACK_DTYPE_F32: return run_convert<F, float>(quant, l, p, st);
-    case VSTACK_DTYPE_F16: return run_convert<F, __half>(quant, l, p, st);
-    default: return run_convert<F, __nv_bfloat16>(quant, l, p, st);
+    case VSTACK_DTYPE_F32: return run_convert<F, float>(quant, l, p, sms, st);
+    case VSTACK_DTYPE_F16: return run_convert<F, __half>(quant, l, p, sms, st);
+    default: return run_convert<F, __nv_bfloat16>(quant, l, p, sms, st);
   }
 }
 
-cudaError_t run_convert(bool quant, Format f, vstack_dtype_t dt, Layout l, const ConvertParams& p, cudaStream_t st) {
+cudaError_t run_convert(bool quant, Format f, vstack_dtype_t dt, Layout l, const ConvertParams& p, int sms,
+                        cudaStream_t st) {
   switch (f) {
-    case Format::nvfp4: return run_convert<Format::nvfp4>(quant, dt, l, p, st);
-    case Format::mxfp4: return run_convert<Format::mxfp4>(quant, dt, l, p, st);
-    case Format::nf4: return run_convert<Format::nf4>(quant, dt, l, p, st);
-    default: return run_convert<Format::nf4_dq>(quant, dt, l, p, st);
+    case Format::nvfp4: return run_convert<Format::nvfp4>(quant, dt, l, p, sms, st);
+    case Format::mxfp4: return run_convert<Format::mxfp4>(quant, dt, l, p, sms, st);
+    case Format::nf4: return run_convert<Format::nf4>(quant, dt, l, p, sms, st);
+    default: return run_convert<Format::nf4_dq>(quant, dt, l, p, sms, st);
   }
 }
 
@@ -160,7 +178,7 @@ vstack_status_t convert(bool quant, const void* data, vstack_dtype_t dtype, cons
       if (e != cudaSuccess) return cuda_status(e, "amax kernel");
     }
   }
-  if (cudaError_t e = run_convert(quant, f, dtype, l, p, st); e != cudaSuccess)
+  if (cudaError_t e = run_convert(quant, f, dtype, l, p, sms, st); e != cudaSuccess)
     return cuda_status(e, quant ? "quantize kernel" : "dequantize kernel");
   if (quant && f == Format::nvfp4) {
     nvfp4_finalize_kernel<<<1, 1, 0, st>>>(q->scale2);

@@ -2,6 +2,8 @@
 // same code as the CPU reference) with coalesced accesses (Note [Quantize kernel]).
 #pragma once
 
+#include <type_traits>
+
 #include "quant/device.cuh"
 #include "quant/format.hpp"
 #include "quant/layout.hpp"
@@ -21,21 +23,45 @@ struct ConvertParams {
 
 inline constexpr int kConvertThreads = 256;  // = kDqGroup: one CTA per NF4_DQ group
 
-// 8 consecutive elements (16 bytes of bf16/f16, 32 of f32) -> fp32, read once, not kept in L1.
+// 8 consecutive elements as loaded: 16 bytes of bf16/f16, 32 of f32.
 template <typename T>
-__device__ __forceinline__ void load8(const T* src, float (&v)[8]) {
+struct Raw8 {
+  uint4 w[sizeof(T) == 4 ? 2 : 1];
+};
+
+// Read once, not kept in L1; zeros past the end (valid = false).
+template <typename T>
+__device__ __forceinline__ void load_raw8(const T* src, bool valid, Raw8<T>& r) {
   const uint4* q = reinterpret_cast<const uint4*>(src);
+#pragma unroll
+  for (int i = 0; i < (sizeof(T) == 4 ? 2 : 1); ++i) r.w[i] = valid ? dev::ld_stream16(q + i) : make_uint4(0, 0, 0, 0);
+}
+
+template <typename T>
+__device__ __forceinline__ void to_float8(const Raw8<T>& r, float (&v)[8]) {
   if constexpr (sizeof(T) == 4) {
-    const uint4 a = dev::ld_stream16(q), b = dev::ld_stream16(q + 1);
-    const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    const uint32_t w[8] = {r.w[0].x, r.w[0].y, r.w[0].z, r.w[0].w, r.w[1].x, r.w[1].y, r.w[1].z, r.w[1].w};
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = __uint_as_float(w[i]);
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {  // bf16 -> f32: the top 16 bits, one op each
+    const uint32_t w[4] = {r.w[0].x, r.w[0].y, r.w[0].z, r.w[0].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      v[2 * i] = __uint_as_float(w[i] << 16);
+      v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+    }
   } else {
-    const uint4 a = dev::ld_stream16(q);
-    const T* h = reinterpret_cast<const T*>(&a);
+    const T* h = reinterpret_cast<const T*>(&r.w[0]);
 #pragma unroll
     for (int i = 0; i < 8; ++i) v[i] = dev::Dt<T>::to_f(h[i]);
   }
+}
+
+template <typename T>
+__device__ __forceinline__ void load8(const T* src, float (&v)[8]) {
+  Raw8<T> r;
+  load_raw8(src, true, r);
+  to_float8(r, v);
 }
 
 // Max |x| over finite values of n8 groups of 8 elements into *out (float bits, non-negative,
@@ -74,98 +100,188 @@ __global__ void nvfp4_finalize_kernel(float* scale2) { scale2[0] = nvfp4_global(
 // reads 256 contiguous elements per step (coalesced 16-byte loads) and writes the 128
 // code bytes of those 4 chunks with one 4-byte store per lane. A block's statistics are
 // reduced over its B/8 lanes with shuffles, then every lane of the block derives the same
-// scale with block_scale_code and encodes its elements with encode_element (the CPU
-// reference's code). GEMM layout: linear byte 4u + t of a chunk sits at 8t + u, so the
-// word lane u stores (positions 4u..4u+3) is byte u/2 of lanes 4(u%2)..4(u%2)+3 of its
-// chunk: four shuffles. The chunk's scales are gathered to its first lane and stored as
-// one 1-, 2- or 4-byte word. Each thread does kQuantIters steps (loads first); NF4_DQ
-// uses 8, so that a CTA's 256 chunks are exactly one group of kDqGroup blocks.
+// scale with block_scale_code (the CPU reference's code) and encodes its elements with
+// encode8_fast (Note [Fast encode] in format.hpp: the reference's codes, without a divide
+// or a compare chain per element). GEMM layout: linear byte 4u + t of a chunk sits at
+// 8t + u, so the word lane u stores (positions 4u..4u+3) is byte u/2 of lanes
+// 4(u%2)..4(u%2)+3 of its chunk: four shuffles. The chunk's scales are gathered to its
+// first lane and stored as one 1-, 2- or 4-byte word. A tile is kQuantIters such steps of
+// every warp; CTAs are persistent and load their next tile while encoding the current
+// one. NF4_DQ runs 512 threads, so that a tile's 256 chunks are exactly one group of
+// kDqGroup blocks.
 // Measured before (H100, 2026-11-22): one thread per 64-element chunk (128-byte strided
-// loads per lane) ran at 41-49 % of the copy bandwidth.
+// loads per lane) ran at 41-49 % of the copy bandwidth; with coalesced loads but the
+// reference's per-element division and compare chains, at 28-58 %, issue-bound
+// (NOTES.md).
+inline constexpr int kQuantIters = 4;
 template <Format F>
-constexpr int kQuantIters = F == Format::nf4_dq ? 8 : 4;
+constexpr int kQuantThreads = F == Format::nf4_dq ? 512 : 256;
 template <Format F>
-constexpr int64_t quant_chunks_per_cta() { return static_cast<int64_t>(kConvertThreads) / 8 * kQuantIters<F>; }
-static_assert(quant_chunks_per_cta<Format::nf4_dq>() == kDqGroup, "NF4_DQ: one CTA per group");
+constexpr int64_t quant_chunks_per_cta() { return static_cast<int64_t>(kQuantThreads<F>) / 8 * kQuantIters; }
+static_assert(quant_chunks_per_cta<Format::nf4_dq>() == kDqGroup, "NF4_DQ: one tile per group");
+
+// Statistics of one block whose 8-element parts are held by LPB consecutive lanes.
+template <int LPB>
+__device__ __forceinline__ BlockStat block_stat_lanes(const float (&v)[8]) {
+  float m = 0.0f, nz = 0.0f;  // nz: sum of v * 0, NaN iff some element is NaN or +-Inf
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    m = fmaxf(m, fabsf(v[j]));
+    nz = fma_rn(v[j], 0.0f, nz);
+  }
+  bool bad = nz != nz;
+#pragma unroll
+  for (int o = 1; o < LPB; o <<= 1) bad |= __shfl_xor_sync(0xFFFFFFFFu, static_cast<int>(bad), o) != 0;
+  if (bad) m = block_stat(v).amax;  // rare: the largest finite |x| (fmaxf kept the Inf)
+#pragma unroll
+  for (int o = 1; o < LPB; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+  return {m, bad};
+}
+
+// Where a lane's chunk is, in rows and 64-wide column chunks (GEMM layout scale offsets),
+// advanced by adding chunks instead of dividing each time.
+struct ChunkPos {
+  int64_t row;
+  int32_t kc, kcpr;  // kcpr: chunks per row (cols / 64 < 2^31)
+  __device__ __forceinline__ ChunkPos(int64_t c, int32_t kcpr_)
+      : row(c / kcpr_), kc(static_cast<int32_t>(c % kcpr_)), kcpr(kcpr_) {}
+  __device__ __forceinline__ void advance(int64_t q, int32_t r) {  // by q * kcpr + r chunks, r < kcpr
+    row += q;
+    kc += r;
+    if (kc >= kcpr) {
+      kc -= kcpr;
+      ++row;
+    }
+  }
+  __device__ __forceinline__ void advance(int32_t d) {  // by d chunks, d small
+    kc += d;
+    while (kc >= kcpr) {
+      kc -= kcpr;
+      ++row;
+    }
+  }
+};
+
+// One step (256 elements of a warp, 8 per lane) of a tile: scale, codes, stores.
+template <Format F, Layout L>
+__device__ __forceinline__ void quantize_step(const ConvertParams& p, int64_t e, const ChunkPos& pos, const float (&v)[8],
+                                              BlockStat st, float s2, BlockDivisor d2, const uint8_t* nf4_base,
+                                              const float* nf4_mids) {
+  constexpr int LPB = block_size(F) / 8;
+  const int lane = threadIdx.x & 31, u = lane & 7;
+  float s;
+  const uint32_t sc = block_scale_code_fast<F>(st, s2, d2, s);
+  uint32_t w = encode8_fast<F>(v, s, block_is_zero(st, s), nf4_base, nf4_mids);
+  if constexpr (L == Layout::gemm) {  // byte t = u/2 of lanes src..src+3, by byte permutes
+    const int src = (lane & ~7) + 4 * (u & 1), t = u >> 1;
+    const uint32_t sel = static_cast<uint32_t>(t | ((t + 4) << 4));
+    const uint32_t lo = __byte_perm(__shfl_sync(0xFFFFFFFFu, w, src), __shfl_sync(0xFFFFFFFFu, w, src + 1), sel);
+    const uint32_t hi = __byte_perm(__shfl_sync(0xFFFFFFFFu, w, src + 2), __shfl_sync(0xFFFFFFFFu, w, src + 3), sel);
+    w = __byte_perm(lo, hi, 0x5410);
+  }
+  // The chunk's scales, gathered to lane u == 0 (block b of the chunk is lanes b*LPB..).
+  uint32_t scw = sc;
+  if constexpr (F == Format::nvfp4 || F == Format::mxfp4) {
+#pragma unroll
+    for (int b = 1; b < 8 / LPB; ++b) scw |= __shfl_down_sync(0xFFFFFFFFu, sc, b * LPB) << (8 * b);
+  }
+  if (e >= p.chunks * 64) return;  // whole chunks are valid or not
+  reinterpret_cast<uint32_t*>(p.codes)[e / 8] = w;  // bytes e/2 .. e/2+3
+  if (u == 0) {
+    [[maybe_unused]] const int64_t c = e / 64;
+    int64_t soff;  // first scale byte of this chunk
+    if constexpr (L == Layout::linear) {
+      soff = c * chunk_scale_bytes(F);
+    } else {
+      soff = (pos.kc * p.npad + pos.row) * chunk_scale_bytes(F);
+    }
+    if constexpr (chunk_scale_bytes(F) == 4) *reinterpret_cast<uint32_t*>(p.scales + soff) = scw;
+    else if constexpr (chunk_scale_bytes(F) == 2) *reinterpret_cast<uint16_t*>(p.scales + soff) = static_cast<uint16_t>(scw);
+    else p.scales[soff] = static_cast<uint8_t>(scw);
+  }
+}
+
+// Persistent: CTA b does tiles b, b + grid, ... (a tile = kQuantIters steps of every warp =
+// quant_chunks_per_cta chunks) and loads the next tile while it encodes this one, so every
+// warp keeps 16-byte loads in flight (Note [Quantize kernel]).
+// 2-byte inputs: at most 64 registers, so 1024 threads fit on an SM, each with its next 64
+// bytes in flight (64 KB per SM); f32 inputs hold twice the bytes per step and get more.
+template <Format F, typename T>
+constexpr int kQuantMinCtas = sizeof(T) == 4 ? 1 : 1024 / kQuantThreads<F>;
 
 template <Format F, typename T, Layout L>
-__global__ void __launch_bounds__(kConvertThreads) quantize_kernel(const ConvertParams p) {
-  constexpr int B = block_size(F), LPB = B / 8, IT = kQuantIters<F>;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, u = lane & 7;
-  const int64_t n = p.chunks * 64;
-  const int64_t base = blockIdx.x * static_cast<int64_t>(kConvertThreads * 8 * IT) + warp * (256 * IT) + lane * 8;
-  float v[IT][8];
+__global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T>) quantize_kernel(const ConvertParams p) {
+  constexpr int LPB = block_size(F) / 8, IT = kQuantIters, NT = kQuantThreads<F>;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t n = p.chunks * 64, tiles = (p.chunks + quant_chunks_per_cta<F>() - 1) / quant_chunks_per_cta<F>();
+  const int64_t lane_off = warp * (256 * IT) + lane * 8;
+  const T* x = static_cast<const T*>(p.in);
+  Raw8<T> next[IT];
+  auto fetch = [&](int64_t tile) {
+    const int64_t base = tile * (NT * 8 * IT) + lane_off;
 #pragma unroll
-  for (int i = 0; i < IT; ++i) {
-    if (base + i * 256 < n) load8(static_cast<const T*>(p.in) + base + i * 256, v[i]);
-    else
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[i][j] = 0.0f;
-  }
-  BlockStat st[IT];
-#pragma unroll
-  for (int i = 0; i < IT; ++i) {
-    st[i] = block_stat(v[i]);
-#pragma unroll
-    for (int o = 1; o < LPB; o <<= 1) {
-      st[i].amax = fmaxf(st[i].amax, __shfl_xor_sync(0xFFFFFFFFu, st[i].amax, o));
-      st[i].bad |= __shfl_xor_sync(0xFFFFFFFFu, static_cast<int>(st[i].bad), o) != 0;
-    }
+    for (int i = 0; i < IT; ++i) load_raw8(x + base + i * 256, base + i * 256 < n, next[i]);
+  };
+  int64_t tile = blockIdx.x;
+  if (tile < tiles) fetch(tile);
+  __shared__ uint8_t nf4_base[kNf4Buckets];
+  __shared__ float nf4_mids[16];
+  __shared__ float red[2][NT / 32];  // NF4_DQ: the group's amax, double-buffered across tiles
+  if constexpr (uses_nf4_table(F)) {
+    if (threadIdx.x < kNf4Buckets) nf4_base[threadIdx.x] = static_cast<uint8_t>(nf4_bucket_base(threadIdx.x));
+    if (threadIdx.x < 16) nf4_mids[threadIdx.x] = nf4_mid(threadIdx.x);
+    __syncthreads();
   }
   float s2 = 1.0f;
-  if constexpr (F == Format::nvfp4) {
-    s2 = nvfp4_global(__ldg(p.scale2));  // scale2[0] holds the tensor's amax here
-  } else if constexpr (F == Format::nf4_dq) {
-    __shared__ float red[kConvertThreads / 32];
-    float m = 0.0f;  // finite amax of the group = max of its blocks' finite amax
+  if constexpr (F == Format::nvfp4) s2 = nvfp4_global(__ldg(p.scale2));  // scale2[0] holds the tensor's amax here
+  BlockDivisor d2 = scale_divisor<F>(s2);  // NF4_DQ: set per tile
+  // GEMM layout: this lane's chunk position at step 0 of its tile, moved by the grid stride per tile
+  constexpr int64_t kCpt = quant_chunks_per_cta<F>();
+  const int32_t kcpr = L == Layout::gemm ? static_cast<int32_t>(p.kc_per_row) : 1;
+  ChunkPos pos(tile * kCpt + lane_off / 64, kcpr);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kCpt, stride_q = stride / kcpr;
+  const int32_t stride_r = static_cast<int32_t>(stride % kcpr);
+  for (int parity = 0; tile < tiles; tile += gridDim.x, parity ^= 1, pos.advance(stride_q, stride_r)) {
+    Raw8<T> cur[IT];
 #pragma unroll
-    for (int i = 0; i < IT; ++i) m = fmaxf(m, st[i].amax);
+    for (int i = 0; i < IT; ++i) cur[i] = next[i];
+    if (tile + gridDim.x < tiles) fetch(tile + gridDim.x);
+    const int64_t base = tile * (NT * 8 * IT) + lane_off;
+    if constexpr (F == Format::nf4_dq) {  // the group (= this tile) scale first: all blocks' statistics
+      BlockStat st[IT];
+      float m = 0.0f;  // finite amax of the group = max of its blocks' finite amax
 #pragma unroll
-    for (int o = 8; o < 32; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-    if (lane == 0) red[warp] = m;
-    __syncthreads();
-    m = red[0];
-#pragma unroll
-    for (int w = 1; w < kConvertThreads / 32; ++w) m = fmaxf(m, red[w]);
-    s2 = nf4dq_group_scale(m);
-    if (threadIdx.x == 0) p.scale2[blockIdx.x] = s2;
-  }
-#pragma unroll
-  for (int i = 0; i < IT; ++i) {
-    const int64_t e = base + i * 256;
-    float s;
-    const uint32_t sc = block_scale_code<F>(st[i], s2, s);
-    const bool zero = block_is_zero(st[i], s);
-    uint32_t w = 0;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) w |= encode_element<F>(v[i][j], s, zero) << (4 * j);
-    if constexpr (L == Layout::gemm) {
-      const int src = (lane & ~7) + 4 * (u & 1), t = u >> 1;
-      uint32_t g = 0;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) g |= ((__shfl_sync(0xFFFFFFFFu, w, src + q) >> (8 * t)) & 0xFFu) << (8 * q);
-      w = g;
-    }
-    // The chunk's scales, gathered to lane u == 0 (block b of the chunk is lanes b*LPB..).
-    uint32_t scw = sc;
-    if constexpr (F == Format::nvfp4 || F == Format::mxfp4) {
-#pragma unroll
-      for (int b = 1; b < 8 / LPB; ++b) scw |= __shfl_down_sync(0xFFFFFFFFu, sc, b * LPB) << (8 * b);
-    }
-    if (e >= n) continue;  // whole chunks are valid or not
-    reinterpret_cast<uint32_t*>(p.codes)[e / 8] = w;  // bytes e/2 .. e/2+3
-    if (u == 0) {
-      const int64_t c = e / 64;
-      int64_t soff;  // first scale byte of this chunk
-      if constexpr (L == Layout::linear) {
-        soff = c * chunk_scale_bytes(F);
-      } else {
-        const int64_t row = c / p.kc_per_row, kc = c % p.kc_per_row;
-        soff = (kc * p.npad + row) * chunk_scale_bytes(F);
+      for (int i = 0; i < IT; ++i) {
+        float v[8];
+        to_float8(cur[i], v);
+        st[i] = block_stat_lanes<LPB>(v);
+        m = fmaxf(m, st[i].amax);
       }
-      if constexpr (chunk_scale_bytes(F) == 4) *reinterpret_cast<uint32_t*>(p.scales + soff) = scw;
-      else if constexpr (chunk_scale_bytes(F) == 2) *reinterpret_cast<uint16_t*>(p.scales + soff) = static_cast<uint16_t>(scw);
-      else p.scales[soff] = static_cast<uint8_t>(scw);
+#pragma unroll
+      for (int o = 8; o < 32; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+      if (lane == 0) red[parity][warp] = m;
+      __syncthreads();
+      m = red[parity][0];
+#pragma unroll
+      for (int w = 1; w < NT / 32; ++w) m = fmaxf(m, red[parity][w]);
+      s2 = nf4dq_group_scale(m);
+      d2 = scale_divisor<F>(s2);
+      if (threadIdx.x == 0) p.scale2[tile] = s2;
+      ChunkPos ps = pos;
+#pragma unroll
+      for (int i = 0; i < IT; ++i, ps.advance(4)) {
+        float v[8];
+        to_float8(cur[i], v);
+        quantize_step<F, L>(p, base + i * 256, ps, v, st[i], s2, d2, nf4_base, nf4_mids);
+      }
+    } else {
+      ChunkPos ps = pos;
+#pragma unroll
+      for (int i = 0; i < IT; ++i, ps.advance(4)) {  // a warp step covers 4 chunks
+        float v[8];
+        to_float8(cur[i], v);
+        quantize_step<F, L>(p, base + i * 256, ps, v, block_stat_lanes<LPB>(v), s2, d2, nf4_base, nf4_mids);
+      }
     }
   }
 }

@@ -13,6 +13,11 @@
 // elements of a row, the unit of the GEMM layout (quant/layout.hpp).
 #pragma once
 
+#include <cmath>
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#endif
 #include <cstdint>
 #include <cstring>
 
@@ -147,6 +152,28 @@ VSTACK_HD uint32_t nf4_encode(float v) {
          (v > 0x1.00da08p-1f) + (v > 0x1.491b5ep-1f) + (v > 0x1.b913b4p-1f);
 }
 
+// The 15 decision points of nf4_encode in index order; i = 15 is a sentinel above every input.
+VSTACK_HD float nf4_mid(uint32_t i) {
+  switch (i) {
+    case 0: return -0x1.b239bp-1f;
+    case 1: return -0x1.38a4ep-1f;
+    case 2: return -0x1.d709p-2f;
+    case 3: return -0x1.5bd4ecp-2f;
+    case 4: return -0x1.e079d8p-3f;
+    case 5: return -0x1.1a7178p-3f;
+    case 6: return -0x1.74f0e2p-5f;
+    case 7: return 0x1.45f5fep-5f;
+    case 8: return 0x1.ec90c4p-4f;
+    case 9: return 0x1.a0cfcp-3f;
+    case 10: return 0x1.2b05a8p-2f;
+    case 11: return 0x1.8ea7f2p-2f;
+    case 12: return 0x1.00da08p-1f;
+    case 13: return 0x1.491b5ep-1f;
+    case 14: return 0x1.b913b4p-1f;
+    default: return 4.0f;
+  }
+}
+
 VSTACK_HD float element_value(Format f, uint32_t c) { return uses_nf4_table(f) ? nf4_value(c) : e2m1_value(c); }
 
 // ---- E4M3 (OCP FP8, "fn": no infinities, 0x7F/0xFF NaN, max 448) ------------
@@ -271,6 +298,168 @@ VSTACK_HD uint32_t encode_element(float x, float s, bool zero) {
   else return e2m1_encode(x / s);
 }
 VSTACK_HD bool block_is_zero(BlockStat st, float s) { return st.bad || !(s > 0.0f); }
+
+// ---- The quantize kernel's encoder (Note [Fast encode]) ---------------------
+// encode_element's x / s and compare chains cost ~20 (E2M1) to ~45 (NF4) instructions
+// per element on the GPU, which made the quantize kernel issue-bound. These functions
+// give the same codes with a handful; tests/quant/test_format.cpp checks them against
+// the functions above, over every float where that is feasible.
+//
+// Note [Fast encode].
+// * Quotient. r = RN(1/s) once per block; q = RN(x*r); e = RN(x - q*s) (an FMA: exact,
+//   since q is within an ulp of x/s); q' = RN(q + e*r) is RN(x/s) (Markstein's
+//   theorem: r correctly rounded, q faithful). It needs no underflow in e: so s must be
+//   in [2^-90, 2^90] (else the kernel divides), and it holds for |x| >= 2^-100; below
+//   that |x/s| < 2^-10 and every format's code is the one of zero either way. MXFP4's
+//   s is a power of two, so r is exact and x*r is x/s (the same real, rounded once).
+// * E2M1. a = |q|. Below 2, code = round-half-even(2a) = the fp32 bits of a * 2^-148
+//   (a subnormal: the hardware rounds it to a multiple of 2^-149); in [2, 4) the code is
+//   round(a) + 2 = round(a + 2) = bits(a * 2^-149 + 2^-148), one FMA rounded once (adding
+//   an even integer keeps ties-to-even); from 4 on, 6 (a clamped to 4), plus 1 above 5
+//   (5 ties to 6).
+// * NF4. v (clamped to [-2, 2]) falls in bucket k = round(32 v) + 64 (one FMA with the
+//   1.5 * 2^23 rounding constant); a bucket is 1/32 wide and NF4's decision points are
+//   >= 0.085 apart, so it holds at most one: code = base[k] + (v > mid[base[k]]), where
+//   base[k] counts the decision points below the bucket (nf4_mid(15) is a sentinel).
+VSTACK_HD float fma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return __builtin_fmaf(a, b, c);
+#endif
+}
+VSTACK_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+inline constexpr float kQuotientMin = 0x1p-90f, kQuotientMax = 0x1p90f;
+
+struct BlockDivisor {
+  float s, r;
+  bool fast;  // quotient() is RN(x / s); else the caller divides
+};
+template <Format F>
+VSTACK_HD BlockDivisor block_divisor(float s) {
+  // MXFP4: s = 2^(sc - 127) with sc = exponent field in 0..252 (0: the subnormal 2^-127), so
+  // 1/s = 2^(127 - sc) has exponent field 254 - sc
+  if constexpr (F == Format::mxfp4) return {s, bits_f32((254u - (f32_bits(s) >> 23)) << 23), true};
+  else return {s, 1.0f / s, s >= kQuotientMin && s <= kQuotientMax};
+}
+template <Format F>
+VSTACK_HD float quotient(float x, BlockDivisor d) {
+  const float q = mul_rn(x, d.r);
+  if constexpr (F == Format::mxfp4) return q;
+  else return fma_rn(fma_rn(-q, d.s, x), d.r, q);
+}
+
+VSTACK_HD float fabs_hd(float v) {  // |v|: on the GPU an operand modifier, not an instruction
+#if defined(__CUDA_ARCH__)
+  return fabsf(v);
+#else
+  return abs_f(v);
+#endif
+}
+
+VSTACK_HD uint32_t e2m1_encode_fast(float v) {  // branch-free: selects only
+  const float a = fabs_hd(v);
+  const bool ge2 = a >= 2.0f;
+  const uint32_t c = f32_bits(fma_rn(fminf(a, 4.0f), ge2 ? 0x1p-149f : 0x1p-148f, ge2 ? 0x1p-148f : 0.0f)) +
+                     (a > 5.0f ? 1u : 0u);
+  return v < -0.25f ? (c | 8u) : c;  // v < -0.25 exactly when v < 0 and c != 0
+}
+
+inline constexpr int kNf4Buckets = 129;  // k = round(32 v) + 64, v in [-2, 2]
+// base[k] of Note [Fast encode]: decision points below bucket k's lower edge (k - 64.5) / 32.
+VSTACK_HD uint32_t nf4_bucket_base(int k) {
+  const float lo = (static_cast<float>(k) - 64.5f) * 0.03125f;  // exact
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < 15; ++i) n += nf4_mid(i) < lo;
+  return n;
+}
+// base: kNf4Buckets entries of nf4_bucket_base; mid: 16 entries of nf4_mid.
+VSTACK_HD uint32_t nf4_encode_fast(float v, const uint8_t* base, const float* mid) {
+  const float c = fminf(fmaxf(v, -2.0f), 2.0f);
+  const uint32_t k = f32_bits(fma_rn(c, 32.0f, 0x1.8p23f + 64.0f)) & 0xFFu;
+  const uint32_t j = base[k];
+  return j + (c > mid[j]);
+}
+
+template <Format F>
+VSTACK_HD uint32_t encode_quotient_fast(float q, const uint8_t* nf4_base, const float* nf4_mids) {
+  if constexpr (uses_nf4_table(F)) return nf4_encode_fast(q, nf4_base, nf4_mids);
+  else return e2m1_encode_fast(q);
+}
+
+// Codes of 8 consecutive elements of one block (element j at bits 4j..4j+3), as
+// encode_element gives them: the quantize kernel's inner loop.
+template <Format F>
+VSTACK_HD uint32_t encode8_fast(const float (&x)[8], float s, bool zero, const uint8_t* nf4_base,
+                                const float* nf4_mids) {
+  constexpr uint32_t z = zero_code(F) * 0x11111111u;
+  if (zero) return z;
+  const BlockDivisor d = block_divisor<F>(s);
+  uint32_t w = 0;
+  if (d.fast) {
+    if constexpr (uses_nf4_table(F)) {
+VSTACK_UNROLL
+      for (int j = 0; j < 8; ++j) w |= encode_quotient_fast<F>(quotient<F>(x[j], d), nf4_base, nf4_mids) << (4 * j);
+    } else {
+VSTACK_UNROLL
+      for (int j = 0; j < 8; ++j) w += e2m1_encode_fast(quotient<F>(x[j], d)) << (4 * j);  // + = |: no overlap
+    }
+  } else {
+VSTACK_UNROLL
+    for (int j = 0; j < 8; ++j) w |= encode_quotient_fast<F>(x[j] / s, nf4_base, nf4_mids) << (4 * j);
+  }
+  return w;
+}
+
+// E4M3 encode (v >= 0, not NaN) and decode: on sm_89+ the hardware conversions (round to
+// nearest even, saturating at 448, subnormals kept: the same as e4m3_encode_pos/e4m3_value).
+VSTACK_HD uint32_t e4m3_encode_pos_fast(float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  return __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+#else
+  return e4m3_encode_pos(v);
+#endif
+}
+VSTACK_HD float e4m3_value_fast(uint32_t b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3)));
+#else
+  return e4m3_value(b);
+#endif
+}
+
+// block_scale_code without a divide or a branch per block: NVFP4 and NF4_DQ divide amax by
+// a per-tensor / per-group constant, d2 = block_divisor of 6 * scale2 (NVFP4) or scale2
+// (NF4_DQ); MXFP4 takes floor(log2(amax)) from the bits. Same codes and s as block_scale_code.
+template <Format F>
+VSTACK_HD uint32_t block_scale_code_fast(BlockStat st, float scale2, BlockDivisor d2, float& s) {
+  if constexpr (F == Format::nvfp4 || F == Format::nf4_dq) {
+    const float q = d2.fast ? quotient<F>(st.amax, d2) : st.amax / d2.s;
+    const uint32_t sc = st.bad ? kE4m3Nan : e4m3_encode_pos_fast(q);
+    s = e4m3_value_fast(sc) * scale2;
+    return sc;
+  } else if constexpr (F == Format::mxfp4) {
+    const uint32_t b = f32_bits(st.amax), e = b >> 23;  // amax >= 0; 0 and subnormals: clz (clz(0) = 32)
+    const int fl = e != 0 ? static_cast<int>(e) - 127 : (31 - clz32(b & 0x7FFFFFu)) - 149;
+    const uint32_t sc = st.bad ? kE8m0Nan : static_cast<uint32_t>(fl + 125 < 0 ? 0 : fl + 125);  // max(fl - 2, -127) + 127
+    s = st.bad ? bits_f32(kF32Nan) : sc == 0 ? bits_f32(0x00400000u) : bits_f32(sc << 23);
+    return sc;
+  } else {
+    return block_scale_code<F>(st, scale2, s);
+  }
+}
+// d2 of block_scale_code_fast.
+template <Format F>
+VSTACK_HD BlockDivisor scale_divisor(float scale2) {
+  return block_divisor<F>(F == Format::nvfp4 ? kE2m1Max * scale2 : scale2);
+}
 
 // Encode a block: its stored scale (see block_scale_code) and its codes.
 template <Format F, int N>

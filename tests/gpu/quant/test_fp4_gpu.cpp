@@ -131,7 +131,11 @@ const Format kFormats[] = {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf
 TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
   std::mt19937_64 rng(fresh_seed());
   struct Shape { int64_t rows, cols; };
-  const Shape shapes[] = {{1, 64}, {3, 128}, {17, 192}, {1, 64 * 300}, {100, 512}, {257, 1024}, {64, 64 * 257}};
+  const Shape shapes[] = {{1, 64}, {3, 128}, {17, 192}, {1, 64 * 300}, {100, 512}, {257, 1024}, {64, 64 * 257}, {10, 512}};
+  // {10, 512}: rows at the ends of the fp32 range, where the kernel divides instead of using the
+  // reciprocal (block scale outside [2^-90, 2^90]) or the quotient underflows; and a row of exact ties.
+  const int extreme_exp[9] = {-140, -126, -110, -95, -88, 0, 88, 95, 120};
+  const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
   for (Format f : kFormats)
     for (Layout l : {Layout::linear, Layout::gemm})
       for (vstack_dtype_t dt : kDtypes)
@@ -143,6 +147,11 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
             x[70] = NAN;
             x[1000] = INFINITY;
             x[20000] = -INFINITY;
+          }
+          if (s.rows == 10) {
+            for (int r = 0; r < 9; ++r)
+              for (int64_t c = 0; c < s.cols; ++c) x[r * s.cols + c] = std::ldexp(x[r * s.cols + c], extreme_exp[r]);
+            for (int64_t c = 0; c < s.cols; ++c) x[9 * s.cols + c] = (c % 2 ? -1 : 1) * ties[c % 8];
           }
           const std::vector<uint8_t> bytes = as_dtype(x, dt);
           ref::QTensor want;
