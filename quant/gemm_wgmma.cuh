@@ -89,8 +89,9 @@ namespace wgdev {
 //   - f16 (e1 e0 m at 9..11: the two terms would overlap at bit 12): two shifts and masks.
 template <typename T>
 __device__ __forceinline__ uint32_t e2m1_pair_bits(uint32_t lo, uint32_t hi, int j) {
+  const uint32_t sel = j | ((8 | j) << 4) | ((4 + j) << 8) | ((12 + j) << 12);
   uint32_t z;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(z) : "r"(lo), "r"(hi), "r"(j | ((8 | j) << 4) | ((4 + j) << 8) | ((12 + j) << 12)));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(z) : "r"(lo), "r"(hi), "r"(sel));
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     return (z * ((1u << 6) | (1u << 12))) & 0x81C081C0u;
   } else {
