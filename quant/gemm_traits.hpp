@@ -83,6 +83,29 @@ using CfgWg128 = WgmmaTraits<128, 2, 8>;   // 384 threads, 205 KB
 using CfgWg128n = WgmmaTraits<128, 1, 8>;  // 256 threads, 172 KB: 64 weight rows, twice the CTAs
 using CfgWg64n = WgmmaTraits<64, 1, 8>;    // 256 threads, 100 KB: two CTAs per SM
 
+// Note [Split tail]. The wgmma GEMM's CTAs are persistent: `grid` CTAs take work items
+// blockIdx.x, + grid, ... With T whole tiles the last round runs T % grid tiles and leaves the
+// other SMs idle (14336 x 4096, M = 1024: 448 tiles = 3 rounds + 52 tiles on 132 SMs, the
+// kernel at 82 % of its cycles active, ncu). Where that tail fills at most half the CTAs and the
+// CTA has two consumer warpgroups, each tail tile becomes two items of half its weight rows (64,
+// one warpgroup's) whose k chunks the two warpgroups share (even / odd chunks), reduced through
+// shared memory in a fixed order: the last round takes half a tile's time (3.5 rounds instead of
+// 4 above), and the sum is still deterministic. Items [0, whole) are whole tiles (whole is a
+// multiple of the grid, so they fill the first rounds), items [whole, items) tail halves.
+struct WgSchedule {
+  int64_t whole;  // whole-tile items, tiles 0 .. whole - 1
+  int64_t items;  // whole + 2 * (tiles - whole)
+  int64_t grid;   // CTAs to launch: min(resident, items)
+};
+constexpr WgSchedule wg_schedule(int64_t tiles, int64_t resident, bool can_split) {
+  const int64_t tail = tiles % resident;
+  if (can_split && tail > 0 && 2 * tail <= resident) {
+    const int64_t items = tiles + tail;
+    return {tiles - tail, items, items < resident ? items : resident};
+  }
+  return {tiles, tiles, tiles < resident ? tiles : resident};
+}
+
 // M <= 16: the decode kernel (quant/gemv_kernel.cuh, its own plan in gemv_plan.hpp),
 // unless x's K slice cannot fit its shared memory (M > 8 and K > 8 * 2048); then
 // weight streaming (BM = 16; more than one row of CTAs re-reads W from L2): BN = 32

@@ -14,8 +14,10 @@
 // a producer warpgroup whose first lane streams x, the weight codes and the chunk scales of
 // each 64-wide k chunk through a STAGES-deep ring of shared-memory stages with TMA
 // (full/empty mbarriers; L2 hints: x evict-first, weights evict-last, so the weights stay in
-// L2 while the x tiles sweep past). CTAs are persistent (one per SM slot, tiles strided by
-// the grid) and the ring runs on across tiles, so the next tile's loads overlap the epilogue.
+// L2 while the x tiles sweep past). CTAs are persistent (one per SM slot, work items strided by
+// the grid) and the ring runs on across items, so the next item's loads overlap the epilogue. An
+// item is a tile, or in a short last round half a tile's rows with the k chunks split between the
+// two consumer warpgroups (Note [Split tail] in gemm_traits.hpp).
 // A consumer warpgroup, per group of KG k16 steps (KG = 4: one group per chunk):
 //   issue the group's wgmma m64nBTk16 (A registers of its buffer); commit; wait<1>: the
 //   previous group retired -> its A buffer is free (and, at a chunk's first group, the
@@ -25,16 +27,22 @@
 // (several groups in flight) drew C7513 "wgmma serialized". Measured H100 2026-11-22
 // (8192^3, nvfp4): the group size barely matters (KG 1 / 2 / 4: 635 / 662 / 663 TFLOPS at
 // M = 1024 non-persistent; persistent KG 4 the best at M = 4096, 620 vs 570).
+// The decode is on the critical path: a warpgroup's next wgmma group waits for it, so its
+// instruction count sets the speed (H100, 2026-11-22: 17 % more instructions per chunk, from run-time
+// chunk strides, cost 5-15 % at M >= 1024). Hence 32-bit LDS addressing (Note at `smem` below),
+// PRMT-based nibble extraction, and the NF4_DQ group scale kept per row instead of loaded per chunk.
 // Decode (Note [Pair decode] in gemm_kernel.cuh for the exact formats):
 //   - kAluDecode (NVFP4 any dtype; MXFP4 bf16): a code byte becomes the dtype bits of
 //     value * 2^-126 (bf16) / 2^-14 (f16) with integer ops only (format.hpp
-//     e2m1_pair_bits), then one exact HMUL2 by 2^126 / 2^14 and one exact HMUL2 by the
-//     block scale (a 256-entry table of packed scales). Measured faster than a 256-entry
+//     e2m1_pair_bits; wgdev::e2m1_pair_bits here, 3 ops per pair in bf16), then one exact
+//     HMUL2 by 2^126 / 2^14 and one exact HMUL2 by the block scale (a 256-entry table of
+//     packed scales). Measured faster than a 256-entry
 //     pair table + HMUL2 (bank conflicts) and than the fp32 path below (8192^3 M = 1024:
 //     680 vs 607 / 641 TFLOPS).
 //   - otherwise (NF4, NF4_DQ, MXFP4 in f16): code value * block scale in fp32 from a
-//     16-entry table in static shared memory (conflict-free, constant address: one shift,
-//     one mask and one LDS per code), rounded once to x's dtype.
+//     16-entry table in static shared memory (conflict-free, constant address: one PRMT and
+//     one LDS per code, the nibbles of a code word scaled and masked at once), rounded once to
+//     x's dtype.
 // Epilogue: fp32 accumulators * NVFP4's per-tensor scale + bias, rounded to x's dtype,
 // transposed through shared memory into 16-byte row stores of y (masked at the M and
 // N edges). TMA zero-fills x rows >= M and weight rows >= N; those outputs are never
@@ -60,6 +68,7 @@ struct WgmmaParams {
   CUtensorMap mw;  // codes: [N][K/2] bytes, box [BW][32]
   CUtensorMap ms;  // scales: [K/64][Npad] elements of chunk_scale_bytes, box [1][BW]
   GemmParams p;
+  int whole, items;  // work items (Note [Split tail] in gemm_traits.hpp)
 };
 
 // E2M1 codes are decoded with integer ops where the product code * scale is exact in T.
@@ -68,10 +77,26 @@ inline constexpr bool kAluDecode = kPairDecode<F, T>;
 
 namespace wgdev {
 
-// format.hpp e2m1_pair_bits() for T.
+// format.hpp e2m1_pair_bits() of byte j of the code word w, from the word's nibbles split once
+// per word: lo = w & 0x0F0F0F0F, hi = (w >> 4) & 0x0F0F0F0F. The decode is on the critical path of
+// the GEMM (a consumer warpgroup's next wgmma waits for it), so every integer op counts:
+//   - one PRMT builds z = [lo_j, 0, hi_j, 0] (bytes; selector msb = replicate the sign bit of
+//     the byte, which is 0 in lo / hi: a zero byte), the low nibble at bits 0..3, the high one
+//     at bits 16..19;
+//   - bf16: z * (2^6 + 2^12) puts e1 e0 m at bits 6..8 / 22..24 and the sign at 15 / 31 with no
+//     overlapping terms (no carries), and one AND keeps those bits: 3 ops per pair instead of 7
+//     (extract, multiply by 0x1001, two shifts, two masks);
+//   - f16 (e1 e0 m at 9..11: the two terms would overlap at bit 12): two shifts and masks.
 template <typename T>
-__device__ __forceinline__ uint32_t e2m1_pair_bits(uint32_t byte) {
-  return vstack::quant::e2m1_pair_bits(byte, std::is_same_v<T, __nv_bfloat16>);
+__device__ __forceinline__ uint32_t e2m1_pair_bits(uint32_t lo, uint32_t hi, int j) {
+  const uint32_t sel = j | ((8 | j) << 4) | ((4 + j) << 8) | ((12 + j) << 12);
+  uint32_t z;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(z) : "r"(lo), "r"(hi), "r"(sel));
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return (z * ((1u << 6) | (1u << 12))) & 0x81C081C0u;
+  } else {
+    return ((z << 9) & 0x0E000E00u) | ((z << 12) & 0x80008000u);
+  }
 }
 template <typename T>
 __host__ __device__ constexpr float e2m1_pair_fix() {
@@ -90,7 +115,10 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
   constexpr int S = C::STAGES;
   const GemmParams& p = P.p;
   extern __shared__ uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  // 1 KB aligned (SW128). Offsetting the __shared__ array itself (not a pointer rebuilt from an
+  // integer) keeps the shared address space visible to the compiler: the per-chunk code and scale
+  // reads become LDS with 32-bit addresses instead of generic loads with 64-bit address arithmetic.
+  uint8_t* smem = smem_raw + ((1024u - (dev::smem_u32(smem_raw) & 1023u)) & 1023u);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::BAR_OFF);
   uint64_t* empty = full + S;
   // 16 code values in static shared memory: its address is a constant, so a lookup is one
@@ -99,10 +127,10 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
   uint32_t* scale_lut = reinterpret_cast<uint32_t*>(smem + C::LUT_OFF);  // scale code -> (s, s) in T
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  // Persistent CTAs: tile t = blockIdx.x + i * gridDim.x; consecutive tiles share the x tile
-  // (n fastest), so the CTAs running at one time cover a few x tiles and all weight tiles.
+  // Persistent CTAs: item blockIdx.x + i * gridDim.x (Note [Split tail] in gemm_traits.hpp for
+  // items and tiles); consecutive tiles share the x tile (n fastest), so the CTAs running at one
+  // time cover a few x tiles and all weight tiles.
   const int tiles_n = (p.n + C::BW - 1) / C::BW;
-  const int tiles = tiles_n * ((p.m + C::BT - 1) / C::BT);
   const int kc_total = p.k / 64;
 
   if (tid < 16) lut[tid] = element_value(F, tid);
@@ -126,27 +154,58 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
   }
   __syncthreads();
 
+  // Work item -> (tile, half): half < 0 a whole tile; 0 / 1 the weight rows [64 half, 64 half + 64)
+  // of a tail tile, its k chunks shared by the two consumer warpgroups (Note [Split tail]).
+  auto item_tile = [&](int item, int& tile, int& half) {
+    if (item < P.whole) {
+      tile = item;
+      half = -1;
+    } else {
+      tile = P.whole + (item - P.whole) / 2;
+      half = (item - P.whole) % 2;
+    }
+  };
+
   // ---- consumers ----
   auto consume = [&]() {
     const int wg = warp >> 2, g = lane >> 2, q = lane & 3;
-    const int r0 = wg * 64 + (warp & 3) * 16 + g;  // this thread's weight rows r0, r0 + 8 (CTA-local)
     uint32_t abuf[2 * C::KG][4];  // A fragments of the running wgmma group and of the next one
     float acc[C::BT / 2];
-    int it0 = 0;  // ring index of the current tile's first chunk (chunks count on across tiles)
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, it0 += kc_total) {
+    int it0 = 0;  // ring index of the current item's first chunk (chunks count on across items)
+    // One work item; kSplit (compile-time, so that whole tiles keep constant chunk strides and
+    // ring indices): half of a tile's rows, k chunks shared by the warpgroups (Note [Split tail]).
+    auto run_item = [&](auto split_c, int tile, int half) {
+      constexpr bool split = decltype(split_c)::value;
       const int n0 = (tile % tiles_n) * C::BW, m0 = (tile / tiles_n) * C::BT;
+      // this thread's weight rows r0, r0 + 8 (CTA-local); this warpgroup's chunks kf, kf + st, ...
+      const int r0 = (split ? half : wg) * 64 + (warp & 3) * 16 + g;
+      const int kf = split ? wg : 0;
+      constexpr int st = split ? 2 : 1;
+      const int n_own = kf < kc_total ? (kc_total - kf + st - 1) / st : 0;
 #pragma unroll
       for (int i = 0; i < C::BT / 2; ++i) acc[i] = 0.0f;
 
-      float g2n[2] = {0.0f, 0.0f};  // NF4_DQ: the group scales of the next chunk's rows, loaded a chunk ahead
-      auto load_g2 = [&](int kc) {
+      // NF4_DQ: the group scales of rows r0, r0 + 8. The group of (row n, chunk kc) is
+      // (n * kc_total + kc) / kDqGroup: it changes at most once per kDqGroup chunks of a row (never
+      // inside a row where kc_total divides kDqGroup, K <= 16384), so a thread keeps the two scales
+      // and the first chunk g2_next at which either changes: one compare per chunk instead of an
+      // index and a global load per row and chunk (those cost NF4_DQ 10 % against NF4).
+      float g2c[2] = {0.0f, 0.0f};
+      int g2_next = 0;
+      auto g2_refresh = [&](int kc) {  // (rare: rows >= N keep 0, which only they multiply)
+        int next = 0x7FFFFFFF;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int gn = n0 + r0 + 8 * h;
-          g2n[h] = gn < p.n ? __ldg(p.scale2 + (static_cast<int64_t>(gn) * kc_total + kc) / kDqGroup) : 0.0f;
+          if (gn < p.n) {
+            const int64_t row = static_cast<int64_t>(gn) * kc_total, gi = (row + kc) / kDqGroup;
+            g2c[h] = __ldg(p.scale2 + gi);
+            next = min(next, static_cast<int>((gi + 1) * kDqGroup - row));
+          }
         }
+        g2_next = next;
       };
-      if constexpr (F == Format::nf4_dq) load_g2(0);
+      if constexpr (F == Format::nf4_dq) g2_refresh(kf);
 
       // What a thread needs of one chunk: its 2 x 8 code bytes and the scale of each k16 step.
       struct Chunk {
@@ -157,6 +216,9 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
       auto load_chunk = [&](Chunk& c, int kc) {
         const uint8_t* sW = smem + ((it0 + kc) % S) * C::STAGE_BYTES + C::X_BYTES;
         const uint8_t* sS = sW + C::W_BYTES;
+        if constexpr (F == Format::nf4_dq) {
+          if (kc >= g2_next) g2_refresh(kc);
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = r0 + 8 * h;
@@ -181,14 +243,11 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
             const float v = *reinterpret_cast<const float*>(sS + r * 4);
 #pragma unroll
             for (int s = 0; s < 4; ++s) c.sc[h][s] = v;
-          } else {  // NF4_DQ (rows >= N: g2n = 0)
-            const float v = sc_f32[sS[r]] * g2n[h];
+          } else {  // NF4_DQ: value(E4M3 code) * g2, one fp32 rounding as the reference (rows >= N: g2 = 0)
+            const float v = sc_f32[sS[r]] * g2c[h];
 #pragma unroll
             for (int s = 0; s < 4; ++s) c.sc[h][s] = v;
           }
-        }
-        if constexpr (F == Format::nf4_dq) {
-          if (kc + 1 < kc_total) load_g2(kc + 1);
         }
       };
 
@@ -201,20 +260,35 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
 #pragma unroll
           for (int h = 0; h < 2; ++h) {  // row r0 (a0/a2) or r0 + 8 (a1/a3)
             const uint32_t word = s < 2 ? c.cw[h].x : c.cw[h].y;
-            const uint32_t b = (word >> ((s & 1) * 16 + hi * 8)) & 0xFFu;
+            const int j = (s & 1) * 2 + hi;  // byte of the word
             uint32_t v;
             if constexpr (kAlu) {
-              v = D::mul2(D::mul2(wgdev::e2m1_pair_bits<T>(b), fix2), c.sp[h][s]);
+              const uint32_t lo = word & 0x0F0F0F0Fu, hi4 = (word >> 4) & 0x0F0F0F0Fu;
+              v = D::mul2(D::mul2(wgdev::e2m1_pair_bits<T>(lo, hi4, j), fix2), c.sp[h][s]);
             } else {
-              // byte offsets (code * 4) of the two nibbles, straight from the code word
-              const int p = (s & 1) * 16 + hi * 8;
-              const uint32_t o0 = (p >= 2 ? word >> (p - 2) : word << 2) & 0x3Cu, o1 = (word >> (p + 2)) & 0x3Cu;
+              // byte offsets (code * 4) of the two nibbles: both nibbles of every byte scaled and
+              // masked at once, then one PRMT (zero-extending byte j) per nibble
+              const uint32_t lo4 = (word << 2) & 0x3C3C3C3Cu, hi4 = (word >> 2) & 0x3C3C3C3Cu;
+              const uint32_t o0 = __byte_perm(lo4, 0u, 0x4440u | j), o1 = __byte_perm(hi4, 0u, 0x4440u | j);
               const char* lb = reinterpret_cast<const char*>(lut);
               const float f = c.sc[h][s];
               v = D::pack2(*reinterpret_cast<const float*>(lb + o0) * f, *reinterpret_cast<const float*>(lb + o1) * f);
             }
             a[hi * 2 + h] = v;
           }
+      };
+
+      // A chunk's stage goes back to the producer once every consumer warp has arrived on it: a
+      // warpgroup arrives after its wgmmas on the chunk retired, or, for a chunk of the other
+      // warpgroup (split items), once the chunk has landed (so the arrival counts in its phase).
+      auto release = [&](int kc) {
+        __syncwarp();
+        if (lane == 0) hp::mbar_arrive(&empty[(it0 + kc) % S]);
+      };
+      auto skip = [&](int kc) {
+        const int it = it0 + kc;
+        while (!hp::mbar_try_wait(&full[it % S], (it / S) & 1)) {}
+        release(kc);
       };
 
       // k16-step pipeline: a wgmma group is KG k16 steps; step s of a chunk runs on A buffer
@@ -224,19 +298,21 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
       // chunk's codes and scales are read from its stage after the chunk's first group.
       constexpr int KG = C::KG, NG = 4 / KG, NB = 2 * KG;  // NB A buffers: the running group and the next
       static_assert(KG == 1 || KG == 2 || KG == 4, "k16 steps per wgmma group");
-      // Global k16 step i (= 4 kc + s) uses buffer i % NB; chunks are processed in pairs so that
-      // this index is a compile-time constant.
+      // The j-th chunk of this warpgroup uses buffers from (4 j + s) % NB; chunks are processed in
+      // pairs so that this index is a compile-time constant.
       auto buf = [](int par, int s) { return (par * 4 + s) % NB; };
       Chunk cur, nxt;
-      while (!hp::mbar_try_wait(&full[it0 % S], (it0 / S) & 1)) {}
-      load_chunk(cur, 0);
+      if (n_own > 0) {
+        while (!hp::mbar_try_wait(&full[(it0 + kf) % S], ((it0 + kf) / S) & 1)) {}
+        load_chunk(cur, kf);
 #pragma unroll
-      for (int j = 0; j < KG; ++j) decode_step(cur, j, abuf[buf(0, j)]);
+        for (int j = 0; j < KG; ++j) decode_step(cur, j, abuf[buf(0, j)]);
+      }
       auto chunk = [&](auto psel, int kc) {
         constexpr int par = decltype(psel)::value;
         const int it = it0 + kc;  // ring index of chunk kc
         const uint64_t db = wgmma::desc_kmajor(smem + (it % S) * C::STAGE_BYTES);
-        const bool more = kc + 1 < kc_total;
+        const bool more = kc + st < kc_total;
 #pragma unroll
         for (int gi = 0; gi < NG; ++gi) {
 #pragma unroll
@@ -250,13 +326,13 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
 #pragma unroll
           for (int j = 0; j < KG; ++j) wgmma::fence_operands(abuf[buf(par, (gi + 1) * KG + j)]);
           if (gi == 0) {
-            if (kc > 0) {  // chunk kc - 1 retired: its stage goes back to the producer(s)
-              __syncwarp();
-              if (lane == 0) hp::mbar_arrive(&empty[(it - 1) % S]);
+            if (kc >= st) release(kc - st);  // this warpgroup's previous chunk retired
+            if constexpr (split) {
+              if (kc >= 1) skip(kc - 1);  // the other warpgroup's chunk in between
             }
             if (more) {
-              while (!hp::mbar_try_wait(&full[(it + 1) % S], ((it + 1) / S) & 1)) {}
-              load_chunk(nxt, kc + 1);
+              while (!hp::mbar_try_wait(&full[(it + st) % S], ((it + st) / S) & 1)) {}
+              load_chunk(nxt, kc + st);
             }
           }
           if (gi + 1 < NG) {
@@ -269,41 +345,67 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
           }
         }
       };
-      for (int kc = 0; kc < kc_total; kc += 2) {
+      for (int kc = kf; kc < kc_total; kc += 2 * st) {
         chunk(std::integral_constant<int, 0>{}, kc);
-        if (kc + 1 < kc_total) chunk(std::integral_constant<int, 1>{}, kc + 1);
+        if (kc + st < kc_total) chunk(std::integral_constant<int, 1>{}, kc + st);
       }
       wgmma::wait<0>();
       wgmma::fence_operands(acc);
-      __syncwarp();  // the tile's last chunk retired: its stage goes back to the producer
-      if (lane == 0) hp::mbar_arrive(&empty[(it0 + kc_total - 1) % S]);
+      // The item's last chunk of this warpgroup retired; the other warpgroup's chunks after it
+      // (split items) are released once they have landed.
+      const int k_last = n_own > 0 ? kf + (n_own - 1) * st : -1;
+      if (k_last >= 0) release(k_last);
+      if constexpr (split) {
+        for (int kc = k_last + 1; kc < kc_total; ++kc) skip(kc);
+      }
 
       // ---- epilogue: y[m0 + t][n0 + r] = acc * g + bias[n0 + r], through shared memory ----
       // The output tile has its own buffer: the producer is already filling the stages with the
-      // next tile's chunks. The barrier keeps this tile's writes behind the last tile's reads.
+      // next item's chunks. The barrier keeps this item's writes behind the last item's reads.
       hp::named_barrier_sync(1, 128 * C::NWG);  // consumer warps only
+      if constexpr (split) {
+        // The two partial sums of the same rows meet in the output buffer as fp32, [j][thread]:
+        // warpgroup 0's (even chunks) + warpgroup 1's (odd chunks), always in this order.
+        static_assert(C::NWG != 2 || C::BT / 2 * 128 * 4 <= C::Y_BYTES, "split-tail partials fit the output buffer");
+        float* sR = reinterpret_cast<float*>(smem + C::Y_OFF);
+        const int t = tid & 127;
+        if (wg == 1) {
+#pragma unroll
+          for (int j = 0; j < C::BT / 2; ++j) sR[j * 128 + t] = acc[j];
+        }
+        hp::named_barrier_sync(1, 128 * C::NWG);
+        if (wg == 0) {
+#pragma unroll
+          for (int j = 0; j < C::BT / 2; ++j) acc[j] += sR[j * 128 + t];
+        }
+        hp::named_barrier_sync(1, 128 * C::NWG);
+      }
       T* sY = reinterpret_cast<T*>(smem + C::Y_OFF);
       const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;
       const T* bias = static_cast<const T*>(p.bias);
-      float bv[2] = {0.0f, 0.0f};
+      if (!split || wg == 0) {
+        float bv[2] = {0.0f, 0.0f};
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (bias && n0 + r0 + 8 * h < p.n) bv[h] = D::to_f(bias[n0 + r0 + 8 * h]);
+        for (int h = 0; h < 2; ++h)
+          if (bias && n0 + r0 + 8 * h < p.n) bv[h] = D::to_f(bias[n0 + r0 + 8 * h]);
 #pragma unroll
-      for (int j = 0; j < C::BT / 2; ++j) {
-        const int h = (j >> 1) & 1;
-        const int t = 8 * (j >> 2) + 2 * q + (j & 1);
-        sY[t * C::Y_PITCH + r0 + 8 * h] = D::from_f(acc[j] * gs + bv[h]);
+        for (int j = 0; j < C::BT / 2; ++j) {
+          const int h = (j >> 1) & 1;
+          const int t = 8 * (j >> 2) + 2 * q + (j & 1);
+          sY[t * C::Y_PITCH + r0 + 8 * h] = D::from_f(acc[j] * gs + bv[h]);
+        }
       }
       hp::named_barrier_sync(1, 128 * C::NWG);  // consumer warps only
       T* y = static_cast<T*>(p.y);
       const bool vec = (p.n % 8) == 0 && (reinterpret_cast<uintptr_t>(p.y) % 16) == 0;
-      constexpr int VPR = C::BW / 8;  // 16-byte vectors per tile row
-      for (int i = tid; i < C::BT * VPR; i += 128 * C::NWG) {
-        const int t = i / VPR, v = i % VPR;
-        const int gm = m0 + t, gn = n0 + 8 * v;
+      // columns [c0, c0 + cols) of the tile: all of them, or a split item's 64
+      const int c0 = split ? 64 * half : 0, cols = split ? 64 : C::BW;
+      const int vpr = cols / 8;  // 16-byte vectors per tile row
+      for (int i = tid; i < C::BT * vpr; i += 128 * C::NWG) {
+        const int t = i / vpr, v = i % vpr;
+        const int gm = m0 + t, gn = n0 + c0 + 8 * v;
         if (gm >= p.m || gn >= p.n) continue;
-        const T* src = sY + t * C::Y_PITCH + 8 * v;
+        const T* src = sY + t * C::Y_PITCH + c0 + 8 * v;
         T* dst = y + static_cast<int64_t>(gm) * p.n + gn;
         if (vec && gn + 8 <= p.n) {
           *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
@@ -311,6 +413,17 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
           for (int e = 0; e < 8 && gn + e < p.n; ++e) dst[e] = src[e];
         }
       }
+    };
+    for (int item = blockIdx.x; item < P.items; item += gridDim.x, it0 += kc_total) {
+      int tile, half;
+      item_tile(item, tile, half);
+      if constexpr (C::NWG == 2) {  // (the host splits only with two consumer warpgroups)
+        if (half >= 0) {
+          run_item(std::true_type{}, tile, half);
+          continue;
+        }
+      }
+      run_item(std::false_type{}, tile, half);
     }
   };
 
@@ -325,7 +438,9 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
       // CTAs that sweeps the x tiles (evict last: they stay in L2 between waves).
       const uint64_t pol_x = hp::l2_policy(false), pol_w = hp::l2_policy(true);
       int it = 0;
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      for (int item = blockIdx.x; item < P.items; item += gridDim.x) {
+        int tile, half;  // a split item loads the whole tile's weight rows (W is 1/8 of a stage's bytes)
+        item_tile(item, tile, half);
         const int n0 = (tile % tiles_n) * C::BW, m0 = (tile / tiles_n) * C::BT;
         for (int kc = 0; kc < kc_total; ++kc, ++it) {
           const int s = it % S;
@@ -388,8 +503,10 @@ cudaError_t launch_gemm_wgmma(const GemmParams& p, cudaStream_t stream) {
   }();
   if (resident <= 0) return cudaErrorInvalidConfiguration;
   const int64_t tiles = int64_t((p.n + C::BW - 1) / C::BW) * ((p.m + C::BT - 1) / C::BT);
-  const unsigned grid = static_cast<unsigned>(tiles < resident ? tiles : resident);
-  kern<<<grid, C::THREADS, C::SMEM_BYTES, stream>>>(P);
+  const WgSchedule sch = wg_schedule(tiles, resident, C::NWG == 2);
+  P.whole = static_cast<int>(sch.whole);
+  P.items = static_cast<int>(sch.items);
+  kern<<<static_cast<unsigned>(sch.grid), C::THREADS, C::SMEM_BYTES, stream>>>(P);
   return cudaGetLastError();
 }
 

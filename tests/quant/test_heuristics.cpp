@@ -4,6 +4,7 @@
 #include "quant/gemm_traits.hpp"
 #include "quant/gemv_plan.hpp"
 
+#include <algorithm>
 #include <utility>
 
 using namespace vstack::quant;
@@ -26,6 +27,46 @@ TEST_CASE("GEMM tile traits are consistent", "[quant][heuristics]") {
   STATIC_REQUIRE(CfgSmall32::BK == 256);
   STATIC_REQUIRE(CfgLarge::MT == 4);
   STATIC_REQUIRE(CfgLarge::NT == 4);
+}
+
+TEST_CASE("wgmma GEMM schedule: a tail round of at most half the CTAs is split in halves", "[quant][heuristics]") {
+  // 14336 x 4096, M = 1024, wg256: 448 tiles on 132 SMs = 3 rounds + 52 tiles -> 104 half items
+  constexpr WgSchedule a = wg_schedule(448, 132, true);
+  STATIC_REQUIRE(a.whole == 396);
+  STATIC_REQUIRE(a.items == 396 + 104);
+  STATIC_REQUIRE(a.grid == 132);
+  // the whole tiles fill complete rounds, and the half items one more round
+  STATIC_REQUIRE(a.whole % a.grid == 0);
+  STATIC_REQUIRE(a.items - a.whole <= a.grid);
+  // a tail of more than half the CTAs stays whole (halves would take a round as well)
+  constexpr WgSchedule b = wg_schedule(256, 132, true);  // 8192 x 8192, M = 1024
+  STATIC_REQUIRE(b.whole == 256);
+  STATIC_REQUIRE(b.items == 256);
+  STATIC_REQUIRE(b.grid == 132);
+  constexpr WgSchedule c = wg_schedule(128, 132, true);  // 4096 x 4096, M = 1024: one round, no tail
+  STATIC_REQUIRE(c.items == 128);
+  STATIC_REQUIRE(c.grid == 128);
+  // fewer tiles than half the CTAs: every tile is split, one CTA per half
+  constexpr WgSchedule d = wg_schedule(6, 132, true);
+  STATIC_REQUIRE(d.whole == 0);
+  STATIC_REQUIRE(d.items == 12);
+  STATIC_REQUIRE(d.grid == 12);
+  // exact rounds, or one consumer warpgroup (nothing to share k with): unchanged
+  STATIC_REQUIRE(wg_schedule(264, 132, true).items == 264);
+  STATIC_REQUIRE(wg_schedule(448, 132, false).items == 448);
+  STATIC_REQUIRE(wg_schedule(448, 132, false).grid == 132);
+  // every tile is covered once: whole tiles plus two halves of each other tile
+  for (int64_t tiles = 1; tiles < 1000; ++tiles)
+    for (int64_t resident : {1, 2, 66, 132, 264}) {
+      const WgSchedule s = wg_schedule(tiles, resident, true);
+      CHECK(s.whole + (s.items - s.whole) / 2 == tiles);
+      CHECK((s.items - s.whole) % 2 == 0);
+      CHECK(s.grid == std::min(s.items, resident));
+      if (s.items != s.whole) {
+        CHECK(s.whole % s.grid == 0);
+        CHECK(s.items - s.whole <= s.grid);
+      }
+    }
 }
 
 TEST_CASE("launch heuristic selection", "[quant][heuristics]") {
