@@ -30,7 +30,7 @@
 // mma column tile alias rows < M or are zero: those columns are never stored.
 // Measured (H100, 2026-11-22, same run as the old per-warp cp.async-ring kernel,
 // bench_fp4.py --decode): 4096^2 8.5 us (was 11.5), 8192^2 M = 1 22.9 (21.9),
-// M = 8 30.1 (23.8), M = 16 42.8 (45.9); 14336x4096 M = 1 22.4 (19.5);
+// M = 8 30.1 (23.8), M = 16 42.8 (45.9); 14336x4096 M = 1 20.6 (19.5);
 // 4096x14336 M = 1 22.0 (24.6), M = 16 50.7 (41.5); MXFP4 / NF4_DQ now within
 // 10 % of NVFP4 (were 25-40 % slower). Per tile-chunk (16 rows x 64 k): ~67 SASS
 // instructions of compute + ~20 of loads (the first version, with per-chunk
