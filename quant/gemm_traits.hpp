@@ -107,7 +107,7 @@ constexpr WgSchedule wg_schedule(int64_t tiles, int64_t resident, bool can_split
 }
 
 // M <= 16: the decode kernel (quant/gemv_kernel.cuh, its own plan in gemv_plan.hpp),
-// unless x's K slice cannot fit its shared memory (M > 8 and K > 8 * 2048); then
+// unless x's K slice cannot fit its shared memory (M > 8 and K > 8 * 4096); then
 // weight streaming (BM = 16; more than one row of CTAs re-reads W from L2): BN = 32
 // when that still gives two CTAs per SM, else BN = 16 for more CTAs.
 // M > 16: wgmma tiles (mma.sync `large` where wgmma is unavailable), BT tokens as small as

@@ -1,5 +1,5 @@
 // Decode-regime FP4 kernel, M <= 16: y = x * W^T (+ bias) streaming the weight
-// from HBM through per-warp shared-memory rings. Launch plan: quant/gemv_plan.hpp.
+// from HBM straight into registers. Launch plan: quant/gemv_plan.hpp.
 //
 // Note [Decode kernel]. The weight is the mma A operand (16 rows x 16 k), x the
 // B operand (k x 8 columns = up to 8 rows of x; two mmas for M > 8). In the
@@ -13,26 +13,38 @@
 // result is multiplied by the block scale into the fp32 accumulator. So the
 // scale never has to fit x's dtype (MXFP4 with f16 x is exact over the whole
 // E8M0 range) and NF4 weights are rounded once, as the test bound assumes.
-// The table has one copy per shared-memory bank (lane l reads word 32*byte + l):
-// conflict-free lookups, 32 KB per CTA.
 //
-// Memory: each warp streams its 16 rows through its own ring of 4 shared-memory
-// stages with 16-byte `cp.async.cg ... L2::256B` (a stage = 128 contiguous bytes
-// of each row + the rows' scales of those 4 chunks), waiting with
-// cp.async.wait_group and __syncwarp only: 3 stages = 6 KB of codes in flight
-// per warp, 48 KB per CTA, one CTA per SM. Lanes then read their fragment bytes
-// with LDS.64 (row pitch 160 bytes: the 8 rows of a half-warp hit distinct
-// banks). x's K slice is loaded once per CTA into shared memory (16-byte chunks
-// XOR-swizzled by row for ldmatrix); rows >= M of the 8-wide mma column tile
-// alias rows < M or are zero: those output columns are never stored.
-// Measured (H100, 2026-11-22, N = K = 8192, M = 1, NVFP4): codes loaded straight
-// into a register ring with 8-byte ld.global.nc 8 chunks ahead ran at ~30 % of
-// the read bandwidth for every format and M, as if one chunk per warp were in
-// flight (42 us); these rings 21.7 us. Rings of 3 stages (2 in flight), small
-// enough for two CTAs = 16 warps per SM, were slower (31.4 us).
+// The table has one copy per shared-memory bank at byte * 256 + lane * 4, so
+// that a single PRMT of (lane * 4, code word) forms the address: conflict-free
+// lookups at PRMT + LDS per code byte (64 KB per CTA, half of each 256-byte
+// row unused; a byte * 128 table needed SHF + LOP3 + LEA + IMAD per lookup).
+//
+// Memory: no shared-memory ring. Lane (g, r) loads its 8 fragment bytes of rows
+// g and g+8 per chunk with `ld.global.nc.L1::no_allocate.L2::256B.v2` straight
+// into registers, in batches of kGemvBatch chunks, two batches in flight per
+// warp; the CTA (16 warps, one per SM, persistent along N) streams its batches
+// across row blocks, so the loads of the next block are issued before this
+// block's partials are summed (two __syncthreads per block). x's K slice is
+// loaded once per CTA into shared memory (16-byte pieces XOR-swizzled by row
+// for ldmatrix; per-lane ldmatrix offsets precomputed); rows >= M of the 8-wide
+// mma column tile alias rows < M or are zero: those columns are never stored.
+// Measured (H100, 2026-11-22, same run as the old per-warp cp.async-ring kernel,
+// bench_fp4.py --decode): 4096^2 8.5 us (was 11.5), 8192^2 M = 1 22.9 (21.9),
+// M = 8 30.1 (23.8), M = 16 42.8 (45.9); 14336x4096 M = 1 20.6 (19.5);
+// 4096x14336 M = 1 22.0 (24.6), M = 16 50.7 (41.5); MXFP4 / NF4_DQ now within
+// 10 % of NVFP4 (were 25-40 % slower). Per tile-chunk (16 rows x 64 k): ~67 SASS
+// instructions of compute + ~20 of loads (the first version, with per-chunk
+// 64-bit address math and q / nb divisions, ran 167 and 26 us); ncu at M = 1:
+// 0.42 issued/cycle/scheduler, stalls per issue: long scoreboard 1.36, MIO
+// throttle 1.35, barrier 0.68 (of 9.4); 28 shared wavefronts per tile-chunk,
+// L1/TEX (LDS + LDSM + LDG) 62 % busy. Tried and dropped: an L2 bulk prefetch
+// (cp.async.bulk.prefetch.L2) of the next row block's codes (slower: 29.4 vs
+// 24.8 us); 2 CTAs x 8 warps per SM with a 32 KB table (26-27 us).
 #pragma once
 
 #include <cooperative_groups.h>
+
+#include <cstdlib>
 
 #include "quant/device.cuh"
 #include "quant/format.hpp"
@@ -42,13 +54,6 @@
 namespace vstack::quant {
 
 namespace gemv {
-
-// 16-byte async copy global -> shared with an L2 prefetch of the 256-byte block;
-// bytes < 16 zero-fills the rest (0: nothing is read).
-__device__ __forceinline__ void cp_async16_l2(void* dst, const void* src, int bytes) {
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dev::smem_u32(dst)), "l"(src),
-               "r"(bytes));
-}
 
 // Four E4M3 scale bytes -> fp32 (exact; NaN stays NaN).
 __device__ __forceinline__ void e4m3x4_to_f32(uint32_t w, float (&s)[4]) {
@@ -68,76 +73,146 @@ __device__ __forceinline__ void e4m3x4_to_f32(uint32_t w, float (&s)[4]) {
 #endif
 }
 
+// 8-byte read-only global load, not kept in L1, with an L2 prefetch of the 256-byte block.
+__device__ __forceinline__ uint2 ld_code8(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+// SB scale bytes (4, 2 or 1) of one row and chunk, zero-extended.
+template <int SB>
+__device__ __forceinline__ uint32_t ld_scale(const uint8_t* p) {
+  uint32_t v;
+  if constexpr (SB == 4) asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
+  else if constexpr (SB == 2) asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];\n" : "=r"(v) : "l"(p));
+  else asm volatile("ld.global.nc.L1::no_allocate.u8 %0, [%1];\n" : "=r"(v) : "l"(p));
+  return v;
+}
+// E8M0 byte -> 2^(b - 127) (b = 0: the fp32 subnormal 2^-127; 0xFF: NaN), branch-free.
+__device__ __forceinline__ float e8m0_f32(uint32_t b) {
+  const uint32_t u = b == 0u ? 0x00400000u : b == 0xFFu ? 0x7FC00000u : b << 23;
+  return __uint_as_float(u);
+}
+
+// Programmatic dependent launch (sm_90+): let the next kernel in the stream start its
+// prologue now; wait for the previous one's memory before touching global memory.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 struct Args {
-  int kcs;    // chunks per CTA
-  int mrows;  // x rows in shared memory (pow2 >= M)
+  int kcs;         // chunks per CTA
+  int kcw;         // chunks per warp
+  int mrows;       // x rows in shared memory (pow2 >= M)
+  int tiles;       // 16-row tiles per row block (1, 2, 4, 8): warp w owns tile w % tiles, K run w / tiles
+  int row_blocks;  // row blocks; CTA (s, y) does blocks y, y + gridDim.y, ...
 };
 
 }  // namespace gemv
 
 // MT: 8-column mma tiles (1: M <= 8, 2: M <= 16).
 template <Format F, typename T, int MT>
-__global__ void __launch_bounds__(kGemvThreads, 1) fp4_gemv_kernel(const GemmParams p, const gemv::Args a) {
+__global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(const GemmParams p, const gemv::Args a) {
   using D = dev::Dt<T>;
   constexpr int SB = chunk_scale_bytes(F);
-  constexpr int G = block_size(F) / 16;           // k16 steps per scale
-  constexpr int NG = 4 / G;                       // scales per row and chunk
-  constexpr int P = kGemvStages, CH = kGemvStageChunks;
+  constexpr int G = block_size(F) / 16;  // k16 steps per scale
+  constexpr int NG = 4 / G;              // scales per row and chunk
+  constexpr int U = kGemvBatch;
   extern __shared__ __align__(128) uint8_t smem[];
-  uint32_t* lut = reinterpret_cast<uint32_t*>(smem);
-  uint8_t* rings = smem + kGemvLutBytes;
-  uint8_t* xs = rings + kGemvWarps * kGemvWarpBytes;  // x slice
+  uint32_t* lut = reinterpret_cast<uint32_t*>(smem);             // [byte][64 words]: words 0..31 = lanes' copies
+  float* red = reinterpret_cast<float*>(smem + kGemvLutBytes);  // [16 warps][16 rows][16 columns]
+  float* part = red + kGemvWarps * kGemvRows * 16;              // [16 * tiles rows][16 columns]
+  uint8_t* xs = smem + kGemvLutBytes + kGemvRedBytes;          // x slice
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, r = lane & 3;
   const int kc_total = p.k / 64;
-  const int kc0 = blockIdx.x * a.kcs;
-  const int nk = min(a.kcs, kc_total - kc0);
-  const int row_blk = blockIdx.y * (kGemvWarps * kGemvRows);
-  const int n_first = row_blk + warp * kGemvRows;  // this warp's rows: n_first + 0..15
-  const int pitch = gemv_x_pitch(a.kcs);          // bytes per x row in shared memory
-  const int64_t half_k = p.k / 2;
-  uint8_t* ring = rings + warp * kGemvWarpBytes;
-  const int nt = (nk + CH - 1) / CH;              // stages of this slice
+  const int kc0 = blockIdx.x * a.kcs;              // this CTA's first chunk
+  const int nk = min(a.kcs, kc_total - kc0);       // chunks of this slice
+  const int tile = warp % a.tiles, krun = warp / a.tiles;
+  const int pitch = static_cast<int>(gemv_x_pitch(a.kcs));
+  const int64_t scale_step = static_cast<int64_t>(p.npad) * SB;  // bytes per chunk in the scale table
+  const int rows = kGemvRows * a.tiles;                           // rows per row block
+  const int w0 = krun * a.kcw, w1 = min(w0 + a.kcw, nk);          // this warp's chunks of the slice
+  // The CTA's work is a stream of batches: row blocks blockIdx.y, + gridDim.y, ... (persistent
+  // along N), each nb batches of U chunks (chunks >= w1 are neither read nor computed). Every
+  // warp has the same count, so the per-block __syncthreads match.
+  const int nb = (a.kcw + U - 1) / U;
+  const int my_blocks = (a.row_blocks - static_cast<int>(blockIdx.y) + static_cast<int>(gridDim.y) - 1) /
+                        static_cast<int>(gridDim.y);
+  const int nq = my_blocks * nb;
+  const int ystep = static_cast<int>(gridDim.y);
 
-  // Stage t of this warp: 16 rows x 128 bytes (chunks 4t..4t+3) + their scales.
-  auto issue = [&](int t) {
-    if (t < nt) {
-      uint8_t* st = ring + (t % P) * kGemvStageBytes;
-      const int kcb = t * CH;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int idx = lane + 32 * i, row = idx >> 3, pc = idx & 7;
-        const int n = n_first + row;
-        const bool ok = n < p.n && kcb + (pc >> 1) < nk;
-        const uint8_t* src = ok ? p.codes + static_cast<int64_t>(n) * half_k + static_cast<int64_t>(kc0 + kcb) * 32 + pc * 16
-                                : p.codes;
-        gemv::cp_async16_l2(st + row * kGemvRowPitch + pc * 16, src, ok ? 16 : 0);
-      }
-      if (lane < CH * SB) {  // per chunk, the 16 rows' scales are 16 * SB contiguous bytes
-        const int j = lane / SB, pc = lane % SB;
-        const bool ok = kcb + j < nk && n_first < p.npad;
-        const uint8_t* src =
-            ok ? p.scales + (static_cast<int64_t>(kc0 + kcb + j) * p.npad + n_first) * SB + pc * 16 : p.scales;
-        dev::cp_async16(st + kGemvScaleOff + j * 64 + pc * 16, src, ok ? 16 : 0);
-      }
-    }
-    dev::cp_async_commit();
-  };
-  // Start streaming before the table and x are built.
-#pragma unroll
-  for (int t = 0; t < P - 1; ++t) issue(t);
-
-  // Code byte -> (value(low nibble), value(high nibble)) in T, 32 copies (one per bank).
+  gemv::pdl_launch_dependents();
+  // Code byte -> (value(low nibble), value(high nibble)) in T, 32 copies (one per bank) at
+  // byte * 256 + lane * 4, so that one PRMT of the code word and the lane makes the address.
+  // No global memory: runs before the previous kernel has finished (PDL).
   {
-    const int byte = warp * 32 + lane;
+    const int byte = warp * 16 + (lane & 15);
     const uint32_t e = D::pack2(element_value(F, byte & 15), element_value(F, byte >> 4));
 #pragma unroll 4
-    for (int j = 0; j < 32; ++j) lut[(warp * 32 + j) * 32 + lane] = __shfl_sync(0xFFFFFFFFu, e, j);
+    for (int j = 0; j < 16; ++j) lut[(warp * 16 + j) * 64 + lane] = __shfl_sync(0xFFFFFFFFu, e, j);
   }
+  gemv::pdl_wait();
+
+  // A batch: U chunks of rows g and g+8 of this warp's tile (8 code bytes each: this lane's
+  // fragment bytes) and their scales.
+  struct Batch {
+    uint2 ca[U], cb[U];
+    uint32_t sa[U], sb[U];
+  };
+  // The load cursor: the next batch's row block and place in it, and its row and scale pointers
+  // (advanced per batch; 64-bit products only when the block changes).
+  struct Cursor {
+    int blk, sub;
+    bool live, ok_a, ok_b;
+    const uint8_t *ca, *cb, *sa;
+  };
+  auto start_block = [&](Cursor& cu, int blk) {
+    const int n0 = blk * rows + tile * kGemvRows;
+    cu.blk = blk;
+    cu.sub = 0;
+    cu.live = blk < a.row_blocks && n0 < p.n;  // (rows n..npad-1 of a live tile have zero scales)
+    cu.ok_a = cu.live && n0 + g < p.n;
+    cu.ok_b = cu.live && n0 + g + 8 < p.n;
+    const int64_t kc = kc0 + w0;
+    cu.ca = p.codes + static_cast<int64_t>(n0 + g) * (p.k / 2) + kc * 32 + r * 8;
+    cu.cb = cu.ca + static_cast<int64_t>(8) * (p.k / 2);
+    cu.sa = p.scales + (kc * p.npad + n0 + g) * SB;
+  };
+  auto load = [&](Batch& bt, Cursor& cu) {  // nothing is read beyond the warp's run, the stream or N
+    const int nv = cu.live ? min(U, w1 - (w0 + cu.sub * U)) : 0;
+    const uint8_t* sa = cu.sa;
+#pragma unroll
+    for (int j = 0; j < U; ++j) {
+      const bool v = j < nv;
+      bt.ca[j] = v && cu.ok_a ? gemv::ld_code8(cu.ca + j * 32) : make_uint2(0, 0);
+      bt.cb[j] = v && cu.ok_b ? gemv::ld_code8(cu.cb + j * 32) : make_uint2(0, 0);
+      bt.sa[j] = v ? gemv::ld_scale<SB>(sa) : 0u;
+      bt.sb[j] = v ? gemv::ld_scale<SB>(sa + 8 * SB) : 0u;
+      sa += scale_step;
+    }
+    cu.ca += U * 32;
+    cu.cb += U * 32;
+    cu.sa = sa;
+    if (++cu.sub == nb) start_block(cu, cu.blk + ystep);
+  };
+  Batch b0, b1;
+  Cursor cur;
+  start_block(cur, static_cast<int>(blockIdx.y));
+  load(b0, cur);
+  load(b1, cur);
+
   // x rows [0, M) of this K slice; rows M..mrows-1 zero.
   {
-    const int per_row = pitch / 16;  // 16-byte chunks, zero beyond this slice's nk chunks
+    const int per_row = pitch / 16;  // 16-byte pieces, zero beyond this slice's nk chunks
     const char* xg = static_cast<const char*>(p.x);
     for (int i = tid; i < a.mrows * per_row; i += kGemvThreads) {
       const int row = i / per_row, ch = i % per_row;
@@ -149,55 +224,62 @@ __global__ void __launch_bounds__(kGemvThreads, 1) fp4_gemv_kernel(const GemmPar
   }
   __syncthreads();
 
+  // ldmatrix addresses of this lane, chunk 0: x row (lane & 7) + 8 mt (aliased below mrows),
+  // matrix mi = lane / 8 = step 2h + mi / 2, k half mi % 2; 16-byte pieces XOR-swizzled by row.
+  int xoff[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int mi = lane >> 3;
+      const int row = ((lane & 7) + 8 * mt) & (a.mrows - 1);
+      xoff[mt][h] = row * pitch + ((((2 * h + (mi >> 1)) * 2 + (mi & 1)) ^ (row & 7)) * 16);
+    }
+  const uint8_t* lutb = smem;
+  const uint32_t lane4 = static_cast<uint32_t>(lane) * 4;
+  // Table entry of byte i (0..3) of w: address byte(w, i) * 256 + lane * 4 = one PRMT.
+  auto lookup = [&](uint32_t w, int i) {
+    return *reinterpret_cast<const uint32_t*>(lutb + __byte_perm(lane4, w, 0x1100u | (static_cast<uint32_t>(i + 4) << 4)));
+  };
   float acc[MT][4];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
 
-  const uint32_t* lut_lane = lut + lane;
-  auto lookup = [&](uint32_t byte) { return lut_lane[byte << 5]; };
-  const bool ok_g = n_first + g < p.n, ok_g8 = n_first + g + 8 < p.n;
-
-  auto compute = [&](const uint8_t* st, int kc) {  // kc: chunk of this slice; st + j*32 its stage column
+  // One chunk kc (of the slice): codes lo (row g) / hi (row g+8), raw scales s_a / s_b; n0: the tile's first row.
+  auto compute = [&](int kc, uint2 lo, uint2 hi, uint32_t s_a, uint32_t s_b, int n0) {
     // x fragments of the chunk's four k16 steps: b[mt][step][0..1]
     uint32_t bx[MT][4][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int mi = lane >> 3;  // matrix: step 2h + mi/2, k half mi%2
-        const int row = ((lane & 7) + 8 * mt) & (a.mrows - 1);
-        const int ch = kc * 8 + (2 * h + (mi >> 1)) * 2 + (mi & 1);
         uint32_t rr[4];
-        dev::ldmatrix_x4(rr, xs + row * pitch + ((ch ^ (row & 7)) * 16));
+        dev::ldmatrix_x4(rr, xs + xoff[mt][h] + kc * 128);
         bx[mt][2 * h][0] = rr[0];
         bx[mt][2 * h][1] = rr[1];
         bx[mt][2 * h + 1][0] = rr[2];
         bx[mt][2 * h + 1][1] = rr[3];
       }
-    const int j = kc % CH;
-    const uint2 lo = *reinterpret_cast<const uint2*>(st + g * kGemvRowPitch + j * 32 + r * 8);
-    const uint2 hi = *reinterpret_cast<const uint2*>(st + (g + 8) * kGemvRowPitch + j * 32 + r * 8);
-    const uint8_t* ss = st + kGemvScaleOff + j * 64;
     // Block scales of rows g and g+8: sc[0 / 1][group]
     float sc[2][NG];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int row = g + 8 * h;
+      const uint32_t w = h == 0 ? s_a : s_b;
       if constexpr (F == Format::nvfp4) {
-        gemv::e4m3x4_to_f32(*reinterpret_cast<const uint32_t*>(ss + row * 4), sc[h]);
+        gemv::e4m3x4_to_f32(w, sc[h]);
       } else if constexpr (F == Format::mxfp4) {
-        const uint32_t w = *reinterpret_cast<const uint16_t*>(ss + row * 2);
-        sc[h][0] = e8m0_value(w & 0xFFu);
-        sc[h][1] = e8m0_value(w >> 8);
+        sc[h][0] = gemv::e8m0_f32(w & 0xFFu);
+        sc[h][1] = gemv::e8m0_f32(w >> 8);
       } else if constexpr (F == Format::nf4) {
-        sc[h][0] = *reinterpret_cast<const float*>(ss + row * 4);
+        sc[h][0] = __uint_as_float(w);
       } else {
-        float g2 = 0.0f;  // (chunks beyond the slice: any finite g2, their codes and scales are 0)
-        if (h == 0 ? ok_g : ok_g8)
-          g2 = __ldg(p.scale2 + (static_cast<int64_t>(n_first + row) * kc_total + kc0 + min(kc, nk - 1)) / kDqGroup);
-        sc[h][0] = e4m3_value(ss[row]) * g2;
+        const int row = n0 + g + 8 * h;  // its scale2 group: (row * K/64 + chunk) / 256 (L1-resident)
+        const float g2 = row < p.n ? __ldg(p.scale2 + (static_cast<int64_t>(row) * kc_total + kc0 + kc) / kDqGroup) : 0.0f;
+        float s4[4];
+        gemv::e4m3x4_to_f32(w, s4);
+        sc[h][0] = s4[0] * g2;
       }
     }
 #pragma unroll
@@ -210,12 +292,12 @@ __global__ void __launch_bounds__(kGemvThreads, 1) fp4_gemv_kernel(const GemmPar
 #pragma unroll
       for (int stp = grp * G; stp < (grp + 1) * G; ++stp) {
         const uint32_t wl = stp < 2 ? lo.x : lo.y, wh = stp < 2 ? hi.x : hi.y;
-        const int sh = (stp & 1) * 16;
+        const int b = (stp & 1) * 2;  // byte of the word
         uint32_t af[4];
-        af[0] = lookup((wl >> sh) & 0xFFu);
-        af[1] = lookup((wh >> sh) & 0xFFu);
-        af[2] = lookup((wl >> (sh + 8)) & 0xFFu);
-        af[3] = lookup((wh >> (sh + 8)) & 0xFFu);
+        af[0] = lookup(wl, b);
+        af[1] = lookup(wh, b);
+        af[2] = lookup(wl, b + 1);
+        af[3] = lookup(wh, b + 1);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) D::mma(d[mt], af, bx[mt][stp][0], bx[mt][stp][1]);
       }
@@ -229,19 +311,6 @@ __global__ void __launch_bounds__(kGemvThreads, 1) fp4_gemv_kernel(const GemmPar
     }
   };
 
-  for (int t = 0; t < nt; ++t) {
-    dev::cp_async_wait<P - 2>();  // this lane's copies of stage t landed
-    __syncwarp();                 // ... and everyone's; stage t-1 is free for t+P-1
-    issue(t + P - 1);
-    const uint8_t* st = ring + (t % P) * kGemvStageBytes;
-    // All CH chunks, straight-line so that their latency chains interleave: chunks beyond
-    // the slice have zero codes, scales and x (zero-filled copies), so they add 0.
-#pragma unroll
-    for (int j = 0; j < CH; ++j) compute(st, t * CH + j);
-  }
-  dev::cp_async_wait<0>();
-  __syncwarp();
-
   const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;
   const T* bias = static_cast<const T*>(p.bias);
   T* y = static_cast<T*>(p.y);
@@ -250,45 +319,144 @@ __global__ void __launch_bounds__(kGemvThreads, 1) fp4_gemv_kernel(const GemmPar
     if (bias) v += D::to_f(bias[n]);
     y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
   };
-
-  if (gridDim.x == 1) {  // the whole K in this CTA
+  const int runs = kGemvWarps / a.tiles;
+  auto cta_sum = [&](int i) {  // i = row * 16 + column of the row block: its warps' partials in warp order
+    const int t = i / (16 * kGemvRows), rt = i % (16 * kGemvRows);
+    float v = 0.0f;
+    for (int q = 0; q < runs; ++q) v += red[(q * a.tiles + t) * kGemvRows * 16 + rt];
+    return v;
+  };
+  // Row block rb done: sum the partials (the next batches are in flight meanwhile).
+  auto finish = [&](int rb) {
+    const int n_blk = rb * rows;
+    __syncthreads();  // every thread is done reading the previous block's partials
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int n = n_first + g + 8 * (e >> 1);
-        const int m = mt * 8 + 2 * r + (e & 1);
-        if (n < p.n && m < p.m) store(n, m, acc[mt][e]);
+        red[(warp * kGemvRows + g + 8 * (e >> 1)) * 16 + mt * 8 + 2 * r + (e & 1)] = acc[mt][e];
+        acc[mt][e] = 0.0f;
       }
-    return;
-  }
+    __syncthreads();
+    if (gridDim.x == 1) {  // the whole K in this CTA
+      for (int i = tid; i < rows * 16; i += kGemvThreads) {
+        const int n = n_blk + i / 16, m = i % 16;
+        if (m < p.m && n < p.n) store(n, m, cta_sum(i));
+      }
+      return;
+    }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Split K: the gridDim.x CTAs of this row block are one cluster; sum their partials
-  // through distributed shared memory in rank order (deterministic). Each warp's
-  // partials [16 rows][16 columns] fp32 go to the start of its own (drained) ring.
-  namespace cg = cooperative_groups;
-  cg::cluster_group cluster = cg::this_cluster();
-  float* part = reinterpret_cast<float*>(ring);
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) part[(g + 8 * (e >> 1)) * 16 + mt * 8 + 2 * r + (e & 1)] = acc[mt][e];
-  cluster.sync();
-  const int S = static_cast<int>(gridDim.x), rank = static_cast<int>(blockIdx.x);
-  constexpr int R = kGemvWarps * kGemvRows;
-  const int per = (R + S - 1) / S;
-  const int r0 = rank * per, r1 = min(R, r0 + per);
-  for (int i = tid; i < (r1 - r0) * p.m; i += kGemvThreads) {
-    const int rl = r0 + i / p.m, m = i % p.m;
-    const int n = row_blk + rl;
-    if (n >= p.n) continue;
-    const int off = (rl / kGemvRows) * (kGemvWarpBytes / 4) + (rl % kGemvRows) * 16 + m;
-    float v = 0.0f;
-    for (int s = 0; s < S; ++s) v += cluster.map_shared_rank(reinterpret_cast<float*>(rings), s)[off];
-    store(n, m, v);
-  }
-  cluster.sync();  // keep this CTA's partials alive until every rank has read them
+    // Split K: the gridDim.x CTAs of this row block are one cluster; sum their partials
+    // through distributed shared memory in rank order (deterministic).
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    for (int i = tid; i < rows * 16; i += kGemvThreads) part[i] = cta_sum(i);
+    cluster.sync();
+    const int S = static_cast<int>(gridDim.x), rank = static_cast<int>(blockIdx.x);
+    const int per = (rows + S - 1) / S;
+    const int r0 = rank * per, r1 = min(rows, r0 + per);
+    for (int i = tid; i < (r1 - r0) * p.m; i += kGemvThreads) {
+      const int rl = r0 + i / p.m, m = i % p.m;
+      const int n = n_blk + rl;
+      if (n >= p.n) continue;
+      float v = 0.0f;
+      for (int q = 0; q < S; ++q) v += cluster.map_shared_rank(part, q)[rl * 16 + m];
+      store(n, m, v);
+    }
+    cluster.sync();  // keep this CTA's partials alive until every rank has read them
 #endif
+  };
+  // The compute cursor: the row block and place of the batch being computed.
+  int cblk = static_cast<int>(blockIdx.y), csub = 0;
+  auto run = [&](const Batch& bt) {
+    const int n0 = cblk * rows + tile * kGemvRows;
+    const int c = w0 + csub * U;
+    if (n0 < p.n) {
+      if (c + U <= w1) {  // whole batch: straight-line, so the chunks' latency chains interleave
+#pragma unroll
+        for (int j = 0; j < U; ++j) compute(c + j, bt.ca[j], bt.cb[j], bt.sa[j], bt.sb[j], n0);
+      } else {
+#pragma unroll
+        for (int j = 0; j < U; ++j)
+          if (c + j < w1) compute(c + j, bt.ca[j], bt.cb[j], bt.sa[j], bt.sb[j], n0);
+      }
+    }
+  };
+  auto next = [&]() {  // after a batch (and the loads that follow it): sum a finished block
+    if (++csub == nb) {
+      finish(cblk);
+      csub = 0;
+      cblk += ystep;
+    }
+  };
+
+  // Two batches in flight: compute one while the other loads, across row blocks (a block's
+  // partials are summed after the next batch's loads are issued). nq is the CTA's: the
+  // __syncthreads of finish() are uniform.
+  for (int q = 0; q < nq; q += 2) {
+    run(b0);
+    load(b0, cur);
+    next();
+    if (q + 1 < nq) {
+      run(b1);
+      load(b1, cur);
+      next();
+    }
+  }
+}
+
+// VSTACK_GEMV_SPLIT=<s> forces the split of the decode kernel (1..8, where x's slice fits): for
+// benchmarks of the plan; unset in normal use.
+inline int forced_gemv_split() {
+  static const int v = [] {
+    const char* e = std::getenv("VSTACK_GEMV_SPLIT");
+    const int i = e && *e ? std::atoi(e) : 0;
+    return i >= 1 && i <= kGemvMaxSplit ? i : 0;
+  }();
+  return v;
+}
+
+// VSTACK_GEMV_TILES=<t> (1, 2, 4, 8) forces the tiles per CTA, likewise.
+inline int forced_gemv_tiles() {
+  static const int v = [] {
+    const char* e = std::getenv("VSTACK_GEMV_TILES");
+    const int i = e && *e ? std::atoi(e) : 0;
+    return i == 1 || i == 2 || i == 4 || i == 8 ? i : 0;
+  }();
+  return v;
+}
+
+// Persistent CTAs along N: as many row-block workers as fit at once (asked once per
+// (split, shared memory) and kernel; single device assumed, as for the smem opt-in).
+template <Format F, typename T, int MT>
+int gemv_workers(const GemvPlan& pl, int sms, cudaLaunchConfig_t cfg) {
+  struct Entry {
+    int split = 0;
+    int64_t smem = 0;
+    int n = 0;
+  };
+  static Entry cache[32];
+  for (const Entry& e : cache)
+    if (e.split == pl.split && e.smem == pl.smem) return e.n;
+  int n = 0;
+  cudaError_t err;
+  if (pl.split == 1) {
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp4_gemv_kernel<F, T, MT>, kGemvThreads,
+                                                        static_cast<size_t>(pl.smem));
+    n *= sms;
+  } else {
+    err = cudaOccupancyMaxActiveClusters(&n, fp4_gemv_kernel<F, T, MT>, &cfg);
+  }
+  if (err != cudaSuccess || n < 1) {
+    (void)cudaGetLastError();  // not this call's error: clear it
+    n = static_cast<int>(pl.workers);  // the plan's model
+  }
+  for (Entry& e : cache)
+    if (e.split == 0) {
+      e = Entry{pl.split, pl.smem, n};
+      break;
+    }
+  return n;
 }
 
 template <Format F, typename T, int MT>
@@ -302,55 +470,45 @@ cudaError_t launch_gemv_cfg(const GemmParams& p, const GemvPlan& pl, cudaStream_
   cfg.blockDim = dim3(kGemvThreads);
   cfg.dynamicSmemBytes = static_cast<size_t>(pl.smem);
   cfg.stream = stream;
-  cudaLaunchAttribute la[1];
-  la[0].id = cudaLaunchAttributeClusterDimension;
-  la[0].val.clusterDim.x = static_cast<unsigned>(pl.split);
-  la[0].val.clusterDim.y = 1;
-  la[0].val.clusterDim.z = 1;
+  cudaLaunchAttribute la[2];
+  int na = 0;
+  if (pl.split > 1) {
+    la[na].id = cudaLaunchAttributeClusterDimension;
+    la[na].val.clusterDim.x = static_cast<unsigned>(pl.split);
+    la[na].val.clusterDim.y = 1;
+    la[na].val.clusterDim.z = 1;
+    ++na;
+  }
   cfg.attrs = la;
-  cfg.numAttrs = pl.split > 1 ? 1 : 0;
-  gemv::Args a{static_cast<int>(pl.kc_per_cta), pl.mrows};
+  cfg.numAttrs = static_cast<unsigned>(na);
+  const int workers = gemv_workers<F, T, MT>(pl, p.sms, cfg);
+  cfg.gridDim.y = static_cast<unsigned>(pl.row_blocks < workers ? pl.row_blocks : workers);
+  if (p.cc >= 90) {  // programmatic dependent launch: the table is built while the previous kernel drains
+    la[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    la[na].val.programmaticStreamSerializationAllowed = 1;
+    ++na;
+  }
+  cfg.numAttrs = static_cast<unsigned>(na);
+  gemv::Args a{static_cast<int>(pl.kc_per_cta), static_cast<int>(pl.kc_per_warp), pl.mrows, pl.tiles,
+               static_cast<int>(pl.row_blocks)};
   return cudaLaunchKernelEx(&cfg, kern, p, a);
 }
 
 template <Format F, typename T>
 cudaError_t launch_gemv(const GemmParams& p, cudaStream_t stream) {
-  // Cluster capacity per (MT, S, CTAs per SM), asked once (single device assumed, as for the smem opt-in).
-  // If the query fails, the H100-like model stands in (the plan only gets slower, never wrong).
-  static int64_t cache[2][kGemvMaxSplit + 1][3] = {};
-  const int mt = p.m > 8 ? 2 : 1;
-  const ClusterModel model{p.sms};
-  auto cap = [&](int s, int cps) -> int64_t {
-    if (s > 1 && p.cc < 90) return 0;
-    int64_t& c = cache[mt - 1][s][cps];
-    if (c == 0) {
-      auto kern = mt == 2 ? fp4_gemv_kernel<F, T, 2> : fp4_gemv_kernel<F, T, 1>;
-      cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(gemv_smem(kGemvMaxM, kGemvXMaxBytes / (16 * 128))));
-      cudaLaunchConfig_t cfg{};
-      cfg.gridDim = dim3(static_cast<unsigned>(s), 1024);
-      cfg.blockDim = dim3(kGemvThreads);
-      cfg.dynamicSmemBytes = static_cast<size_t>(cps == 2 ? kGemvTwoPerSm : gemv_smem(kGemvMaxM, kGemvXMaxBytes / (16 * 128)));
-      cudaLaunchAttribute la[1];
-      la[0].id = cudaLaunchAttributeClusterDimension;
-      la[0].val.clusterDim.x = static_cast<unsigned>(s);
-      la[0].val.clusterDim.y = 1;
-      la[0].val.clusterDim.z = 1;
-      cfg.attrs = la;
-      cfg.numAttrs = 1;
-      int n = 0;
-      if (e == cudaSuccess) e = cudaOccupancyMaxActiveClusters(&n, kern, &cfg);
-      if (e != cudaSuccess) {
-        (void)cudaGetLastError();  // not this call's error: clear it
-        n = static_cast<int>(model(s, cps));
-      }
-      c = n > 0 ? n : -1;
-    }
-    return c > 0 ? c : 0;
-  };
-  GemvPlan pl = plan_gemv(p.m, p.n, p.k, p.sms, cap);
-  if (!pl.ok) pl = plan_gemv(p.m, p.n, p.k, p.sms, p.cc >= 90);  // the model's plan (what pick_gemm_config saw)
+  GemvPlan pl = plan_gemv(p.m, p.n, p.k, p.sms, p.cc >= 90);
   if (!pl.ok) return cudaErrorInvalidConfiguration;
+  if (const int s = forced_gemv_split(); s > 0 && p.cc >= 90) {
+    const int64_t kc = p.k / 64, kcs = (kc + s - 1) / s;
+    if (s <= kc && (s - 1) * kcs < kc && pl.mrows * gemv_x_pitch(kcs) <= kGemvXMaxBytes) {
+      pl.split = s;
+      pl.kc_per_cta = kcs;
+      pl.smem = gemv_smem(pl.mrows, kcs);
+    }
+  }
+  if (const int t = forced_gemv_tiles(); t > 0) pl.tiles = t;
+  pl.kc_per_warp = (pl.kc_per_cta + kGemvWarps / pl.tiles - 1) / (kGemvWarps / pl.tiles);
+  pl.row_blocks = (p.n + kGemvRows * pl.tiles - 1) / (kGemvRows * pl.tiles);
   if (p.m > 8) return launch_gemv_cfg<F, T, 2>(p, pl, stream);
   return launch_gemv_cfg<F, T, 1>(p, pl, stream);
 }

@@ -1,121 +1,106 @@
 // Launch plan of the decode-regime FP4 kernel (M <= 16, quant/gemv_kernel.cuh):
 // plain constexpr code, tested on the CPU (tests/quant/test_heuristics.cpp).
 //
-// A CTA of 8 warps owns R = 128 weight rows and a 1/S slice of K; each warp
-// owns 16 rows (one mma tile) for the whole slice, so no reduction inside the
-// CTA. The S CTAs of one row block form a thread-block cluster and sum their
-// partials through distributed shared memory (fixed order: deterministic, no
-// workspace). x's slice sits in shared memory; each warp streams its rows
-// through its own ring of cp.async stages (4 chunks = 128 bytes per row each).
+// A CTA of 16 warps owns T tiles of 16 weight rows (one mma tile each) and a
+// 1/S slice of K; the warps of a tile split the slice into 16/T contiguous
+// runs of chunks and sum their partials in shared memory in warp order. The S CTAs of one row tile form a
+// thread-block cluster and sum through distributed shared memory in rank order
+// (deterministic, no workspace). Weights go straight from global memory into
+// registers (no shared-memory ring), so a CTA only holds the code-pair table
+// (64 KB), 32 KB of reduction buffers and x's K slice (<= 128 KB); one CTA of
+// 16 warps per SM (registers: __launch_bounds__(512, 1)).
 //
-// Choice of S. A cluster of S CTAs needs S free SMs of one GPC, so the GPU
-// holds fewer clusters at once than SMs / S (measured H100, 2026-11-22: 30
-// clusters of 4 with one CTA per SM, not 33: a grid of 32 such clusters ran in
-// two waves and took twice as long). The plan takes that capacity from a
-// callback (the launcher asks cudaOccupancyMaxActiveClusters; CPU tests use
-// h100_cluster_model) and minimises
-//   waves * (chunks_per_cta + 4) * (1.25 if two CTAs share an SM)
-// (4: the stage pipeline's fill; two CTAs of 8 warps on one SM each run slower
-// than alone, but hide latency better than one), under x slice <= 64 KB.
-// A CTA fits twice per SM when its shared memory is <= kGemvTwoPerSm (not with
-// 4 stages per warp: measured, 16 warps on 3 stages ran slower than 8 on 4).
+// Choice of S: the smallest S whose x slice fits kGemvXMaxBytes; more only while the grid would leave SMs without a CTA (small N), and
+// never beyond one wave. CTAs are persistent along N: as many per slice as fit
+// at once, each doing row blocks y, y + gridDim.y, ... (the next block's first
+// loads overlap this one's reduction; the table and x are built once). Then tiles per CTA (T): the 8 warps
+// split as T tiles x 8/T runs of K; T grows while a run would be shorter than
+// kGemvMinRun chunks (large M forces small slices) and the grid keeps >= one
+// CTA per SM.
 #pragma once
 
 #include <cstdint>
 
 namespace vstack::quant {
 
-inline constexpr int kGemvWarps = 8;
+inline constexpr int kGemvWarps = 16;
 inline constexpr int kGemvThreads = 32 * kGemvWarps;
 inline constexpr int kGemvMaxM = 16;
-inline constexpr int kGemvMaxSplit = 8;                 // portable cluster size
-inline constexpr int64_t kGemvXMaxBytes = 64 * 1024;     // x slice in shared memory
-inline constexpr int kGemvLutBytes = 256 * 32 * 4;       // code byte -> value pair, one copy per bank
-inline constexpr int kGemvRows = 16;                     // rows per warp (one mma tile)
-inline constexpr int kGemvStageChunks = 4;               // 64-wide chunks per stage: 128 bytes per row
-inline constexpr int kGemvStages = 4;                    // stages per warp ring: 3 (6 KB of codes) in flight
-inline constexpr int kGemvRowPitch = 160;                // 128 + 32: LDS.64 of 8 rows conflict-free
-inline constexpr int kGemvScaleOff = kGemvRows * kGemvRowPitch;
-inline constexpr int kGemvStageBytes = kGemvScaleOff + kGemvStageChunks * kGemvRows * 4;
-inline constexpr int kGemvWarpBytes = kGemvStages * kGemvStageBytes;
-inline constexpr int64_t kGemvTwoPerSm = 112 * 1024;     // (228 KB per SM - 1 KB reserved per CTA) / 2
+inline constexpr int kGemvRows = 16;                     // rows per CTA (one mma tile)
+inline constexpr int kGemvMaxSplit = 8;                  // portable cluster size
+inline constexpr int kGemvBatch = 4;                     // chunks per register batch (two batches in flight)
+inline constexpr int kGemvMinRun = 4;                    // chunks per warp the plan aims for at least (S = 1)
+inline constexpr int kGemvMinRunSplit = 8;               // ... with split K (two cluster.sync per row block)
+inline constexpr int kGemvMinBlocks = 1;                 // __launch_bounds__ minimum CTAs per SM (<= 128 registers)
+inline constexpr int64_t kGemvXMaxBytes = 128 * 1024;    // x slice at most
+inline constexpr int kGemvLutBytes = 256 * 256;          // code byte -> value pair, one copy per bank, 256-byte rows
+inline constexpr int kGemvRedBytes = 2 * kGemvWarps * 16 * 16 * 4;  // the warps' partials + the row block's sums
+inline constexpr int64_t kGemvSmPerSm = 227 * 1024;      // shared memory per SM usable by CTAs (H100)
 
 struct GemvPlan {
   bool ok = false;
-  int split = 1;         // S: CTAs per row block (cluster size)
-  int mrows = 1;         // x rows kept in shared memory: pow2 >= M
+  int split = 1;           // S: CTAs per row tile (cluster size)
+  int mrows = 1;           // x rows kept in shared memory: pow2 >= M
   int64_t kc_per_cta = 0;  // 64-wide chunks of K per CTA (the last may have fewer)
-  int64_t row_blocks = 0;
-  int64_t smem = 0;      // dynamic shared memory bytes
+  int tiles = 1;           // 16-row tiles per CTA (1, 2, 4, 8)
+  int64_t kc_per_warp = 0; // chunks per warp: ceil(kc_per_cta / (8 / tiles))
+  int64_t row_blocks = 0;  // row blocks: ceil(N / (16 * tiles))
+  int64_t workers = 0;     // CTAs along N (persistent: each does row blocks y, y + workers, ...)
+  int64_t smem = 0;        // dynamic shared memory bytes
+  int ctas_per_sm = 0;     // resident CTAs per SM this plan assumes
 };
 
 constexpr int gemv_mrows(int64_t m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : m <= 8 ? 8 : 16; }
 
-// x rows cover whole stages (the kernel computes every chunk of a stage).
-constexpr int gemv_x_pitch(int64_t kcs) {
-  return static_cast<int>((kcs + kGemvStageChunks - 1) / kGemvStageChunks * kGemvStageChunks * 128);
-}
-constexpr int64_t gemv_smem(int mrows, int64_t kcs) {
-  return kGemvLutBytes + int64_t{kGemvWarps} * kGemvWarpBytes + mrows * gemv_x_pitch(kcs);
-}
-
-// A model of the cluster capacity of an H100-like GPU for CPU-side use: the SMs'
-// TPCs (2 SMs each) spread over 8 GPCs; a cluster of s CTAs, cps CTAs per SM,
-// fits floor(2 * cps * tpcs_in_gpc / s) times in a GPC. (The H100 SXM measured
-// 30 clusters of 4 at one CTA per SM; this model says 32.)
-struct ClusterModel {
-  int sms = 132;
-  constexpr int64_t operator()(int s, int cps) const {
-    const int tpcs = sms / 2, gpcs = 8;
-    int64_t total = 0;
-    for (int g = 0; g < gpcs; ++g) {
-      const int t = tpcs / gpcs + (g < tpcs % gpcs ? 1 : 0);
-      total += (2 * cps * t) / s;
-    }
-    return total;
-  }
-};
-
-// cap(s, cps): how many clusters of s CTAs the GPU runs at once with cps CTAs per SM (0: none;
-// a device without clusters answers 0 for s > 1).
-template <class Cap>
-constexpr GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int sms, const Cap& cap) {
-  GemvPlan best{};
-  if (m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1) return best;
-  const int64_t kc = k / 64;
-  const int mrows = gemv_mrows(m);
-  const int64_t nb = (n + kGemvWarps * kGemvRows - 1) / (kGemvWarps * kGemvRows);
-  int64_t best_cost = -1;
-  for (int s = 1; s <= kGemvMaxSplit; ++s) {
-    if (s > kc) break;
-    const int64_t kcs = (kc + s - 1) / s;
-    if ((s - 1) * kcs >= kc) continue;  // an empty CTA
-    if (mrows * gemv_x_pitch(kcs) > kGemvXMaxBytes) continue;
-    const int64_t smem = gemv_smem(mrows, kcs);
-    const int cps = smem <= kGemvTwoPerSm ? 2 : 1;
-    const int64_t c = cap(s, cps);
-    if (c < 1) continue;
-    const int64_t waves = (nb + c - 1) / c;
-    const int64_t ctas_wave = (nb < c ? nb : c) * s;
-    const bool shared = ctas_wave > sms;  // some SMs run two CTAs
-    const int64_t cost = waves * (kcs + 4) * (shared ? 5 : 4);
-    if (best_cost < 0 || cost < best_cost) {
-      best_cost = cost;
-      best.ok = true;
-      best.split = s;
-      best.mrows = mrows;
-      best.kc_per_cta = kcs;
-      best.row_blocks = nb;
-      best.smem = smem;
-    }
-  }
-  return best;
+constexpr int64_t gemv_x_pitch(int64_t kcs) { return kcs * 128; }  // bytes per x row in shared memory
+// The table, the reduction buffers, x.
+constexpr int64_t gemv_smem(int mrows, int64_t kcs) { return kGemvLutBytes + kGemvRedBytes + mrows * gemv_x_pitch(kcs); }
+constexpr int gemv_ctas_per_sm(int64_t smem) {
+  const int64_t c = kGemvSmPerSm / (smem + 1024);  // 1 KB reserved per CTA
+  return static_cast<int>(c < kGemvMinBlocks ? c : kGemvMinBlocks);
 }
 
 // clusters: the device can launch thread-block clusters (sm_90+); without them S = 1.
 constexpr GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int sms, bool clusters = true) {
-  const ClusterModel model{sms};
-  return plan_gemv(m, n, k, sms, [&](int s, int cps) -> int64_t { return s > 1 && !clusters ? 0 : model(s, cps); });
+  GemvPlan p{};
+  if (m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1) return p;
+  const int64_t kc = k / 64;
+  const int mrows = gemv_mrows(m);
+  const int64_t tiles = (n + kGemvRows - 1) / kGemvRows;
+  const int smax = clusters ? kGemvMaxSplit : 1;
+  auto fits = [&](int s, int64_t limit) {
+    const int64_t kcs = (kc + s - 1) / s;
+    return s <= kc && (s - 1) * kcs < kc && mrows * gemv_x_pitch(kcs) <= limit;
+  };
+  int s = 0;
+  for (int t = 1; t <= smax && s == 0; ++t)
+    if (fits(t, kGemvXMaxBytes)) s = t;
+  if (s == 0) return p;
+  auto cps_of = [&](int t) { return gemv_ctas_per_sm(gemv_smem(mrows, (kc + t - 1) / t)); };
+  // Small N: split further while fewer CTAs than SMs and the grid stays one wave.
+  while (s < smax && tiles * s < sms && fits(s + 1, kGemvXMaxBytes) && tiles * (s + 1) <= int64_t{sms} * cps_of(s + 1))
+    ++s;
+  p.ok = true;
+  p.split = s;
+  p.mrows = mrows;
+  p.kc_per_cta = (kc + s - 1) / s;
+  // Tiles per CTA: more while a warp's run would be shorter than the minimum run and the grid keeps
+  // a CTA per SM (a short run pays a row block's reduction every few chunks). Measured (H100,
+  // nvfp4): 14336 x 4096, S = 1, runs of 4 chunks with one tile 20.6 us (M = 1) vs 22.6 with two
+  // (896 blocks balance better over 132 CTAs than 448); 8192^2 M = 16, S = 2: one tile 50.7 us,
+  // two 42.8 (each block also pays two cluster barriers).
+  const int min_run = s > 1 ? kGemvMinRunSplit : kGemvMinRun;
+  while (p.tiles < kGemvWarps && (p.kc_per_cta * p.tiles + kGemvWarps - 1) / kGemvWarps < min_run &&
+         (tiles + 2 * p.tiles - 1) / (2 * p.tiles) * s >= sms)
+    p.tiles *= 2;
+  p.kc_per_warp = (p.kc_per_cta + kGemvWarps / p.tiles - 1) / (kGemvWarps / p.tiles);
+  p.row_blocks = (tiles + p.tiles - 1) / p.tiles;
+  p.smem = gemv_smem(mrows, p.kc_per_cta);
+  p.ctas_per_sm = cps_of(s);
+  // The launcher asks the occupancy API; this model (an eighth less for clusters) stands in.
+  const int64_t w = s == 1 ? int64_t{sms} * p.ctas_per_sm : int64_t{sms} * p.ctas_per_sm / s * 7 / 8;
+  p.workers = w < p.row_blocks ? w : p.row_blocks;
+  return p;
 }
 
 }  // namespace vstack::quant
