@@ -138,6 +138,39 @@ __device__ __forceinline__ BlockStat block_stat_lanes(const float (&v)[8]) {
   return {m, bad};
 }
 
+// The same from the raw 16-bit inputs (NF4_DQ's first pass, which needs no floats): |x| of
+// bf16/f16 orders like its bits with the sign cleared, and NaN/Inf are the patterns from
+// 0x7F80 (bf16) / 0x7C00 (f16) up, so the largest bits (two per register, sm_90 16x2 integer
+// max) give amax and the non-finite test without converting; a block with a NaN/Inf takes
+// the float path for its finite amax.
+template <int LPB, typename T>
+__device__ __forceinline__ BlockStat block_stat_lanes(const Raw8<T>& r) {
+  if constexpr (sizeof(T) == 4) {
+    float v[8];
+    to_float8(r, v);
+    return block_stat_lanes<LPB>(v);
+  } else {
+    constexpr uint32_t kInf = std::is_same_v<T, __nv_bfloat16> ? 0x7F80u : 0x7C00u;
+    const uint32_t a0 = r.w[0].x & 0x7FFF7FFFu, a1 = r.w[0].y & 0x7FFF7FFFu, a2 = r.w[0].z & 0x7FFF7FFFu,
+                   a3 = r.w[0].w & 0x7FFF7FFFu;
+    uint32_t m2 = __vmaxu2(__vimax3_u16x2(a0, a1, a2), a3);
+    uint32_t m = max(m2 >> 16, m2 & 0xFFFFu);
+#pragma unroll
+    for (int o = 1; o < LPB; o <<= 1) m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+    const uint16_t h = static_cast<uint16_t>(m);
+    BlockStat st{dev::Dt<T>::to_f(*reinterpret_cast<const T*>(&h)), m >= kInf};
+    if (__any_sync(0xFFFFFFFFu, st.bad)) {  // rare: a block of this warp holds a NaN or +-Inf
+      float v[8];                           // (the whole warp shuffles; others keep their amax)
+      to_float8(r, v);
+      float f = block_stat(v).amax;
+#pragma unroll
+      for (int o = 1; o < LPB; o <<= 1) f = fmaxf(f, __shfl_xor_sync(0xFFFFFFFFu, f, o));
+      if (st.bad) st.amax = f;
+    }
+    return st;
+  }
+}
+
 // Where a lane's chunk is, in rows and 64-wide column chunks (GEMM layout scale offsets),
 // advanced by adding chunks instead of dividing each time.
 struct ChunkPos {
@@ -225,10 +258,10 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T>) quantiz
   int64_t tile = blockIdx.x;
   if (tile < tiles) fetch(tile);
   __shared__ uint8_t nf4_base[kNf4Buckets];
-  __shared__ float nf4_mids[16];
+  __shared__ __align__(16) float nf4_mids[16];
   __shared__ float red[2][NT / 32];  // NF4_DQ: the group's amax, double-buffered across tiles
   if constexpr (uses_nf4_table(F)) {
-    if (threadIdx.x < kNf4Buckets) nf4_base[threadIdx.x] = static_cast<uint8_t>(nf4_bucket_base(threadIdx.x));
+    if (threadIdx.x < kNf4Buckets) nf4_base[threadIdx.x] = static_cast<uint8_t>(4 * nf4_bucket_base(threadIdx.x));
     if (threadIdx.x < 16) nf4_mids[threadIdx.x] = nf4_mid(threadIdx.x);
     __syncthreads();
   }
@@ -252,9 +285,7 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T>) quantiz
       float m = 0.0f;  // finite amax of the group = max of its blocks' finite amax
 #pragma unroll
       for (int i = 0; i < IT; ++i) {
-        float v[8];
-        to_float8(cur[i], v);
-        st[i] = block_stat_lanes<LPB>(v);
+        st[i] = block_stat_lanes<LPB>(cur[i]);
         m = fmaxf(m, st[i].amax);
       }
 #pragma unroll

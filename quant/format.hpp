@@ -317,10 +317,13 @@ VSTACK_HD bool block_is_zero(BlockStat st, float s) { return st.bad || !(s > 0.0
 //   round(a) + 2 = round(a + 2) = bits(a * 2^-149 + 2^-148), one FMA rounded once (adding
 //   an even integer keeps ties-to-even); from 4 on, 6 (a clamped to 4), plus 1 above 5
 //   (5 ties to 6).
-// * NF4. v (clamped to [-2, 2]) falls in bucket k = round(32 v) + 64 (one FMA with the
-//   1.5 * 2^23 rounding constant); a bucket is 1/32 wide and NF4's decision points are
-//   >= 0.085 apart, so it holds at most one: code = base[k] + (v > mid[base[k]]), where
-//   base[k] counts the decision points below the bucket (nf4_mid(15) is a sentinel).
+// * NF4. v in [-2, 2] falls in bucket k = round(32 v) + 64 (one FMA with the 1.5 * 2^23
+//   rounding constant); a bucket is 1/32 wide and NF4's decision points are >= 0.085
+//   apart, so it holds at most one: code = base[k] + (v > mid[base[k]]), where base[k]
+//   counts the decision points below the bucket (nf4_mid(15) is a sentinel). The kernel
+//   needs no clamp: NF4's s is the block's amax, so |x/s| <= 1; NF4_DQ's s is amax/g2
+//   rounded to E4M3 (down by at most a factor 1.5, at E4M3's smallest subnormal) times
+//   g2, so |x/s| <= 1.5 (1 + 2^-22) in the fast path (g2 normal there).
 VSTACK_HD float fma_rn(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
   return __fmaf_rn(a, b, c);
@@ -380,12 +383,21 @@ VSTACK_HD uint32_t nf4_bucket_base(int k) {
   for (uint32_t i = 0; i < 15; ++i) n += nf4_mid(i) < lo;
   return n;
 }
-// base: kNf4Buckets entries of nf4_bucket_base; mid: 16 entries of nf4_mid.
-VSTACK_HD uint32_t nf4_encode_fast(float v, const uint8_t* base, const float* mid) {
-  const float c = fminf(fmaxf(v, -2.0f), 2.0f);
-  const uint32_t k = f32_bits(fma_rn(c, 32.0f, 0x1.8p23f + 64.0f)) & 0xFFu;
-  const uint32_t j = base[k];
-  return j + (c > mid[j]);
+// The bucket of v (|v| <= 2): j4 = 4 * base[k] (the byte offset of mid[base[k]]) and v > mid.
+// base4: kNf4Buckets entries of 4 * nf4_bucket_base; mids: 16 entries of nf4_mid.
+struct Nf4Lookup {
+  uint32_t j4;
+  bool up;
+};
+VSTACK_HD Nf4Lookup nf4_lookup(float v, const uint8_t* base4, const float* mids) {
+  const uint32_t k = f32_bits(fma_rn(v, 32.0f, 0x1.8p23f + 64.0f)) & 0xFFu;
+  const uint32_t j4 = base4[k];
+  return {j4, v > *reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(mids) + j4)};
+}
+// nf4_encode for any v that is not NaN.
+VSTACK_HD uint32_t nf4_encode_fast(float v, const uint8_t* base4, const float* mids) {
+  const Nf4Lookup l = nf4_lookup(fminf(fmaxf(v, -2.0f), 2.0f), base4, mids);
+  return (l.j4 >> 2) + l.up;
 }
 
 template <Format F>
@@ -404,9 +416,12 @@ VSTACK_HD uint32_t encode8_fast(const float (&x)[8], float s, bool zero, const u
   const BlockDivisor d = block_divisor<F>(s);
   uint32_t w = 0;
   if (d.fast) {
-    if constexpr (uses_nf4_table(F)) {
+    if constexpr (uses_nf4_table(F)) {  // |x / s| < 2 here (Note [Fast encode]): no clamp
 VSTACK_UNROLL
-      for (int j = 0; j < 8; ++j) w |= encode_quotient_fast<F>(quotient<F>(x[j], d), nf4_base, nf4_mids) << (4 * j);
+      for (int j = 0; j < 8; ++j) {
+        const Nf4Lookup l = nf4_lookup(quotient<F>(x[j], d), nf4_base, nf4_mids);
+        w += (j == 0 ? l.j4 >> 2 : l.j4 << (4 * j - 2)) + (l.up ? 1u << (4 * j) : 0u);
+      }
     } else {
 VSTACK_UNROLL
       for (int j = 0; j < 8; ++j) w += e2m1_encode_fast(quotient<F>(x[j], d)) << (4 * j);  // + = |: no overlap

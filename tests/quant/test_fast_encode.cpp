@@ -17,10 +17,10 @@ using namespace vstack::quant;
 namespace {
 
 struct Nf4Tables {
-  uint8_t base[kNf4Buckets];
+  uint8_t base[kNf4Buckets];  // 4 * nf4_bucket_base, as the kernel keeps it
   float mid[16];
   Nf4Tables() {
-    for (int k = 0; k < kNf4Buckets; ++k) base[k] = static_cast<uint8_t>(nf4_bucket_base(k));
+    for (int k = 0; k < kNf4Buckets; ++k) base[k] = static_cast<uint8_t>(4 * nf4_bucket_base(k));
     for (uint32_t i = 0; i < 16; ++i) mid[i] = nf4_mid(i);
   }
 };
@@ -67,9 +67,9 @@ TEST_CASE("NF4 decision points and bucket table", "[quant][fast]") {
   }
   CHECK(nf4_mid(15) > 2.0f);
   // every bucket holds at most one decision point (so one compare decides)
-  for (int k = 0; k + 1 < kNf4Buckets; ++k) CHECK(kNf4.base[k + 1] - kNf4.base[k] <= 1);
-  CHECK(kNf4.base[0] == 0);
-  CHECK(kNf4.base[kNf4Buckets - 1] == 15);
+  for (int k = 0; k + 1 < kNf4Buckets; ++k) CHECK(nf4_bucket_base(k + 1) - nf4_bucket_base(k) <= 1);
+  CHECK(nf4_bucket_base(0) == 0);
+  CHECK(nf4_bucket_base(kNf4Buckets - 1) == 15);
 }
 
 TEST_CASE("fast NF4 encoder equals nf4_encode on every float near its decisions", "[quant][fast]") {
@@ -218,4 +218,29 @@ TEST_CASE("block_scale_code_fast equals block_scale_code", "[quant][fast]") {
   }
   for (uint32_t b = 0; b < 0x00800000u; b += 0x1001) bad += check_scale_code<Format::mxfp4>({bits_f32(b), false}, 1.0f);
   CHECK(bad == 0);
+}
+
+TEST_CASE("NF4 and NF4_DQ quotients stay within the bucket table (|x/s| <= 2) in the fast path", "[quant][fast]") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  std::uniform_int_distribution<int> ex(-120, 100), gx(0, 40);
+  float worst = 0;
+  for (int rep = 0; rep < 300000; ++rep) {
+    float x[64];
+    const int e = ex(rng);
+    for (float& v : x) v = std::ldexp(nd(rng), e) * (rep % 7 == 0 ? 1e-3f : 1.0f);
+    BlockStat st{0.0f, false};
+    for (float v : x) st.amax = std::fmax(st.amax, std::fabs(v));
+    // the group's amax: this block's or up to 2^40 larger (E4M3 subnormal block scales)
+    const float g2 = nf4dq_group_scale(std::ldexp(st.amax, gx(rng)));
+    for (int f = 0; f < 2; ++f) {
+      float s = 0;
+      if (f == 0) block_scale_code<Format::nf4>(st, 1.0f, s);
+      else block_scale_code<Format::nf4_dq>(st, g2, s);
+      if (block_is_zero(st, s) || !block_divisor<Format::nf4>(s).fast) continue;
+      for (float v : x) worst = std::fmax(worst, std::fabs(v / s));
+    }
+  }
+  INFO("largest |x/s| " << worst);
+  CHECK(worst <= 1.5f * (1.0f + 0x1p-22f));
 }
