@@ -100,18 +100,18 @@ __global__ void nvfp4_finalize_kernel(float* scale2) { scale2[0] = nvfp4_global(
 // reads 256 contiguous elements per step (coalesced 16-byte loads) and writes the 128
 // code bytes of those 4 chunks with one 4-byte store per lane. A block's statistics are
 // reduced over its B/8 lanes with shuffles, then every lane of the block derives the same
-// scale with block_scale_code (the CPU reference's code) and encodes its elements with
-// encode8_fast (Note [Fast encode] in format.hpp: the reference's codes, without a divide
-// or a compare chain per element). GEMM layout: linear byte 4u + t of a chunk sits at
-// 8t + u, so the word lane u stores (positions 4u..4u+3) is byte u/2 of lanes
-// 4(u%2)..4(u%2)+3 of its chunk: four shuffles. The chunk's scales are gathered to its
+// scale with block_scale_code_fast and encodes its elements with encode8_fast (Note [Fast
+// encode] in format.hpp: the CPU reference's codes and scales, without a divide or a compare
+// chain per element). GEMM layout: linear byte 4u + t of a chunk sits at 8t + u, so the
+// word lane u stores (positions 4u..4u+3) is byte u/2 of lanes 4(u%2)..4(u%2)+3 of its
+// chunk: four shuffles and three byte permutes. The chunk's scales are gathered to its
 // first lane and stored as one 1-, 2- or 4-byte word. A tile is kQuantIters such steps of
 // every warp; CTAs are persistent and load their next tile while encoding the current
 // one. NF4_DQ runs 512 threads, so that a tile's 256 chunks are exactly one group of
 // kDqGroup blocks.
-// Measured before (H100, 2026-11-22): one thread per 64-element chunk (128-byte strided
-// loads per lane) ran at 41-49 % of the copy bandwidth; with coalesced loads but the
-// reference's per-element division and compare chains, at 28-58 %, issue-bound
+// Measured (H100, 2026-11-22, 8192² bf16): one thread per 64-element chunk (128-byte strided
+// loads per lane) ran at 41-49 % of the copy bandwidth; coalesced loads with the reference's
+// per-element division and compare chains at 28-58 %, issue-bound; this kernel at 81-87 %
 // (NOTES.md).
 inline constexpr int kQuantIters = 4;
 template <Format F>
