@@ -13,8 +13,8 @@
 // Choice of S: the smallest S whose x slice fits kGemvXMaxBytes; more only while the grid would leave SMs without a CTA (small N), and
 // never beyond one wave. CTAs are persistent along N: as many per slice as fit
 // at once, each doing row blocks y, y + gridDim.y, ... (the next block's first
-// loads overlap this one's reduction; the table and x are built once). Then tiles per CTA (T): the 8 warps
-// split as T tiles x 8/T runs of K; T grows while a run would be shorter than
+// loads overlap this one's reduction; the table and x are built once). Then tiles per CTA (T): the 16 warps
+// split as T tiles x 16/T runs of K; T grows while a run would be shorter than
 // kGemvMinRun chunks (large M forces small slices) and the grid keeps >= one
 // CTA per SM.
 #pragma once
