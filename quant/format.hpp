@@ -143,16 +143,8 @@ VSTACK_HD float nf4_value(uint32_t c) {
   }
 }
 
-// Nearest NF4 index of v (normally in [-1, 1]); a value exactly on a midpoint
-// (fp32 (t[i] + t[i+1]) * 0.5) takes the lower index. Saturates at both ends.
-VSTACK_HD uint32_t nf4_encode(float v) {
-  return (v > -0x1.b239bp-1f) + (v > -0x1.38a4ep-1f) + (v > -0x1.d709p-2f) + (v > -0x1.5bd4ecp-2f) +
-         (v > -0x1.e079d8p-3f) + (v > -0x1.1a7178p-3f) + (v > -0x1.74f0e2p-5f) + (v > 0x1.45f5fep-5f) +
-         (v > 0x1.ec90c4p-4f) + (v > 0x1.a0cfcp-3f) + (v > 0x1.2b05a8p-2f) + (v > 0x1.8ea7f2p-2f) +
-         (v > 0x1.00da08p-1f) + (v > 0x1.491b5ep-1f) + (v > 0x1.b913b4p-1f);
-}
-
-// The 15 decision points of nf4_encode in index order; i = 15 is a sentinel above every input.
+// The 15 decision points of nf4_encode in index order, the fp32 midpoints
+// (nf4_value(i) + nf4_value(i + 1)) * 0.5f; i = 15 is a sentinel above every input.
 VSTACK_HD float nf4_mid(uint32_t i) {
   switch (i) {
     case 0: return -0x1.b239bp-1f;
@@ -172,6 +164,15 @@ VSTACK_HD float nf4_mid(uint32_t i) {
     case 14: return 0x1.b913b4p-1f;
     default: return 4.0f;
   }
+}
+
+// Nearest NF4 index of v (normally in [-1, 1]); a value exactly on a midpoint
+// (fp32 (t[i] + t[i+1]) * 0.5) takes the lower index. Saturates at both ends.
+VSTACK_HD uint32_t nf4_encode(float v) {
+  uint32_t c = 0;
+VSTACK_UNROLL
+  for (uint32_t i = 0; i < 15; ++i) c += v > nf4_mid(i);
+  return c;
 }
 
 VSTACK_HD float element_value(Format f, uint32_t c) { return uses_nf4_table(f) ? nf4_value(c) : e2m1_value(c); }
@@ -302,7 +303,7 @@ VSTACK_HD bool block_is_zero(BlockStat st, float s) { return st.bad || !(s > 0.0
 // ---- The quantize kernel's encoder (Note [Fast encode]) ---------------------
 // encode_element's x / s and compare chains cost ~20 (E2M1) to ~45 (NF4) instructions
 // per element on the GPU, which made the quantize kernel issue-bound. These functions
-// give the same codes with a handful; tests/quant/test_format.cpp checks them against
+// give the same codes with a handful; tests/quant/test_fast_encode.cpp checks them against
 // the functions above, over every float where that is feasible.
 //
 // Note [Fast encode].
@@ -461,7 +462,9 @@ VSTACK_HD uint32_t block_scale_code_fast(BlockStat st, float scale2, BlockDiviso
     s = e4m3_value_fast(sc) * scale2;
     return sc;
   } else if constexpr (F == Format::mxfp4) {
-    const uint32_t b = f32_bits(st.amax), e = b >> 23;  // amax >= 0; 0 and subnormals: clz (clz(0) = 32)
+    // floor_log2 and e8m0_value, inlined without their branches (calling them adds 12 SASS
+    // instructions, branches, to each MXFP4 quantize kernel): amax >= 0; 0 and subnormals by clz
+    const uint32_t b = f32_bits(st.amax), e = b >> 23;
     const int fl = e != 0 ? static_cast<int>(e) - 127 : (31 - clz32(b & 0x7FFFFFu)) - 149;
     const uint32_t sc = st.bad ? kE8m0Nan : static_cast<uint32_t>(fl + 125 < 0 ? 0 : fl + 125);  // max(fl - 2, -127) + 127
     s = st.bad ? bits_f32(kF32Nan) : sc == 0 ? bits_f32(0x00400000u) : bits_f32(sc << 23);
