@@ -21,7 +21,7 @@ struct ConvertParams {
   int64_t npad;       // GEMM layout: round_up(rows, 16)
 };
 
-inline constexpr int kConvertThreads = 256;  // = kDqGroup: one CTA per NF4_DQ group
+inline constexpr int kConvertThreads = 256;  // the dequantize kernel's CTA (quantize: kQuantThreads)
 
 // 8 consecutive elements as loaded: 16 bytes of bf16/f16, 32 of f32.
 template <typename T>
