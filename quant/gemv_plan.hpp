@@ -10,13 +10,22 @@
 // (64 KB), 32 KB of reduction buffers and x's K slice (<= 128 KB); one CTA of
 // 16 warps per SM (registers: __launch_bounds__(512, 1)).
 //
-// Choice of S: the smallest S whose x slice fits kGemvXMaxBytes; more only while the grid would leave SMs without a CTA (small N), and
-// never beyond one wave. CTAs are persistent along N: as many per slice as fit
-// at once, each doing row blocks y, y + gridDim.y, ... (the next block's first
-// loads overlap this one's reduction; the table and x are built once). Then tiles per CTA (T): the 16 warps
-// split as T tiles x 16/T runs of K; T grows while a run would be shorter than
-// kGemvMinRun chunks (large M forces small slices) and the grid keeps >= one
-// CTA per SM.
+// Choice of (S, T): a search over S in {1, 2, 4, 8} (where x's slice fits) and T in
+// {1, 2, 4, 8} for the least modelled time (Note [Decode plan cost]). CTAs are persistent
+// along N: as many per slice as fit at once (W(S): the launcher passes the occupancy API's
+// count; a model stands in elsewhere), each doing row blocks y, y + W, ... (the next block's
+// first loads overlap this one's reduction; the table and x are built once).
+//
+// Note [Decode plan cost]. Fitted to a sweep of every (S, T) on the bench shapes (H100,
+// nvfp4, M = 1..16, 2026-11-22; docs/NOTES.md), in units of 0.01 us:
+//   2 x (16 x 64 tile-chunks of the busiest CTA: ceil(blocks / W) x T x chunks per slice)  the stream
+//   + 100 per row block a cluster sums through DSMEM (two cluster barriers)          S > 1
+//   + 2 per KB of x a CTA loads before it can compute                                 x's slice
+//   + 25 if a warp's run is shorter than 8 chunks (two batches)                       short runs
+// ties: fewer tiles at S = 1 (shorter runs), more at S > 1 (fewer cluster barriers). On the 20
+// sweep cells it picks the best plan in 19 and one 10 % slower (4096^2 M = 16: S2T4 11.8 us, S1T2
+// 10.7); the previous rules were up to 25 % slower (4096x14336 M = 4 28.2 -> 23.6 us, M = 16
+// 49.4 -> 39.4; 8192^2 M = 8 28.7 -> 26.7, M = 16 40.7 -> 35.7; 4096^2 M = 1 8.6 -> 8.2).
 #pragma once
 
 #include <cstdint>
@@ -29,8 +38,7 @@ inline constexpr int kGemvMaxM = 16;
 inline constexpr int kGemvRows = 16;                     // rows per CTA (one mma tile)
 inline constexpr int kGemvMaxSplit = 8;                  // portable cluster size
 inline constexpr int kGemvBatch = 4;                     // chunks per register batch (two batches in flight)
-inline constexpr int kGemvMinRun = 4;                    // chunks per warp the plan aims for at least (S = 1)
-inline constexpr int kGemvMinRunSplit = 8;               // ... with split K (two cluster.sync per row block)
+inline constexpr int kGemvMinRun = 8;                    // chunks per warp (two batches) under which a run costs extra
 inline constexpr int kGemvMinBlocks = 1;                 // __launch_bounds__ minimum CTAs per SM (<= 128 registers)
 inline constexpr int64_t kGemvXMaxBytes = 128 * 1024;    // x slice at most
 inline constexpr int kGemvLutBytes = 256 * 256;          // code byte -> value pair, one copy per bank, 256-byte rows
@@ -60,47 +68,65 @@ constexpr int gemv_ctas_per_sm(int64_t smem) {
   return static_cast<int>(c < kGemvMinBlocks ? c : kGemvMinBlocks);
 }
 
-// clusters: the device can launch thread-block clusters (sm_90+); without them S = 1.
-constexpr GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int sms, bool clusters = true) {
+// Clusters of s CTAs the device runs at once, as modelled where the occupancy API is not at hand
+// (H100, 132 SMs, one ~200 KB CTA per SM, cudaOccupancyMaxActiveClusters: 66 of 2, 30 of 4, 15 of 8;
+// not 33 and 16: a cluster must fit in one GPC).
+constexpr int64_t gemv_workers_model(int sms, int s) {
+  return s == 1 ? sms : s == 2 ? sms / 2 : s == 4 ? sms / 4 * 10 / 11 : sms / s * 15 / 16;
+}
+
+inline constexpr int64_t kGemvCostChunk = 2;      // per tile-chunk of the busiest CTA
+inline constexpr int64_t kGemvCostCluster = 100;  // per row block summed across a cluster
+inline constexpr int64_t kGemvCostXBytes = 512;   // x bytes per CTA per unit
+inline constexpr int64_t kGemvCostShortRun = 25;  // a warp's run under kGemvMinRun chunks
+
+// The plan of (S, T) = (split, tiles) given the workers W(S); ok = false where x's slice fits no S.
+constexpr GemvPlan gemv_plan_for(int64_t m, int64_t n, int64_t k, int s, int t, int64_t workers) {
   GemvPlan p{};
-  if (m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1) return p;
-  const int64_t kc = k / 64;
+  const int64_t kc = k / 64, kcs = (kc + s - 1) / s;
   const int mrows = gemv_mrows(m);
-  const int64_t tiles = (n + kGemvRows - 1) / kGemvRows;
-  const int smax = clusters ? kGemvMaxSplit : 1;
-  auto fits = [&](int s, int64_t limit) {
-    const int64_t kcs = (kc + s - 1) / s;
-    return s <= kc && (s - 1) * kcs < kc && mrows * gemv_x_pitch(kcs) <= limit;
-  };
-  int s = 0;
-  for (int t = 1; t <= smax && s == 0; ++t)
-    if (fits(t, kGemvXMaxBytes)) s = t;
-  if (s == 0) return p;
-  auto cps_of = [&](int t) { return gemv_ctas_per_sm(gemv_smem(mrows, (kc + t - 1) / t)); };
-  // Small N: split further while fewer CTAs than SMs and the grid stays one wave.
-  while (s < smax && tiles * s < sms && fits(s + 1, kGemvXMaxBytes) && tiles * (s + 1) <= int64_t{sms} * cps_of(s + 1))
-    ++s;
+  if (s > kc || (s - 1) * kcs >= kc || mrows * gemv_x_pitch(kcs) > kGemvXMaxBytes || workers < 1) return p;
   p.ok = true;
   p.split = s;
+  p.tiles = t;
   p.mrows = mrows;
-  p.kc_per_cta = (kc + s - 1) / s;
-  // Tiles per CTA: more while a warp's run would be shorter than the minimum run and the grid keeps
-  // a CTA per SM (a short run pays a row block's reduction every few chunks). Measured (H100,
-  // nvfp4): 14336 x 4096, S = 1, runs of 4 chunks with one tile 20.6 us (M = 1) vs 22.6 with two
-  // (896 blocks balance better over 132 CTAs than 448); 8192^2 M = 16, S = 2: one tile 50.7 us,
-  // two 42.8 (each block also pays two cluster barriers).
-  const int min_run = s > 1 ? kGemvMinRunSplit : kGemvMinRun;
-  while (p.tiles < kGemvWarps && (p.kc_per_cta * p.tiles + kGemvWarps - 1) / kGemvWarps < min_run &&
-         (tiles + 2 * p.tiles - 1) / (2 * p.tiles) * s >= sms)
-    p.tiles *= 2;
-  p.kc_per_warp = (p.kc_per_cta + kGemvWarps / p.tiles - 1) / (kGemvWarps / p.tiles);
-  p.row_blocks = (tiles + p.tiles - 1) / p.tiles;
-  p.smem = gemv_smem(mrows, p.kc_per_cta);
-  p.ctas_per_sm = cps_of(s);
-  // The launcher asks the occupancy API; this model (an eighth less for clusters) stands in.
-  const int64_t w = s == 1 ? int64_t{sms} * p.ctas_per_sm : int64_t{sms} * p.ctas_per_sm / s * 7 / 8;
-  p.workers = w < p.row_blocks ? w : p.row_blocks;
+  p.kc_per_cta = kcs;
+  p.kc_per_warp = (kcs + kGemvWarps / t - 1) / (kGemvWarps / t);
+  p.row_blocks = ((n + kGemvRows - 1) / kGemvRows + t - 1) / t;
+  p.workers = workers < p.row_blocks ? workers : p.row_blocks;
+  p.smem = gemv_smem(mrows, kcs);
+  p.ctas_per_sm = gemv_ctas_per_sm(p.smem);
   return p;
+}
+
+// Modelled time of a plan (Note [Decode plan cost]), 0.01 us, times 16 plus the tie-break.
+constexpr int64_t gemv_plan_cost(const GemvPlan& p) {
+  const int64_t blocks = (p.row_blocks + p.workers - 1) / p.workers;  // per worker, the busiest
+  int64_t c = kGemvCostChunk * blocks * p.tiles * p.kc_per_cta;
+  if (p.split > 1) c += kGemvCostCluster * blocks;
+  c += p.mrows * gemv_x_pitch(p.kc_per_cta) / kGemvCostXBytes;
+  if (p.kc_per_warp < kGemvMinRun) c += kGemvCostShortRun;
+  return c * 16 + (p.split == 1 ? p.tiles : -p.tiles);  // ties: fewer tiles at S = 1, more with clusters
+}
+
+// clusters: the device can launch thread-block clusters (sm_90+); without them S = 1.
+// workers[s] (s = 1, 2, 4, 8; may be null): the clusters of s CTAs that run at once.
+constexpr GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int sms, bool clusters = true,
+                             const int64_t* workers = nullptr) {
+  GemvPlan best{};
+  if (m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1) return best;
+  int64_t best_cost = 0;
+  for (int s = 1; s <= (clusters ? kGemvMaxSplit : 1); s *= 2)
+    for (int t = 1; t <= 8; t *= 2) {
+      const GemvPlan p = gemv_plan_for(m, n, k, s, t, workers ? workers[s] : gemv_workers_model(sms, s));
+      if (!p.ok) continue;
+      const int64_t c = gemv_plan_cost(p);
+      if (!best.ok || c < best_cost) {
+        best = p;
+        best_cost = c;
+      }
+    }
+  return best;
 }
 
 }  // namespace vstack::quant

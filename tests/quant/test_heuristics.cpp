@@ -130,27 +130,52 @@ TEST_CASE("decode kernel plan", "[quant][heuristics]") {
   STATIC_REQUIRE(plan_gemv(1, 8192, 8192, h100).ok);
   STATIC_REQUIRE(!plan_gemv(17, 8192, 8192, h100).ok);
   STATIC_REQUIRE(!plan_gemv(1, 8192, 8200, h100).ok);  // K % 64
-  // the bench shapes at M = 1: no split (x fits), three CTAs per SM
+  // The bench shapes: the plans the cost model picks are the fastest of a sweep of every (S, T)
+  // (Note [Decode plan cost]). M = 1: no split (x fits), one CTA per SM.
   STATIC_REQUIRE(plan_gemv(1, 8192, 8192, h100).split == 1);
   STATIC_REQUIRE(plan_gemv(1, 8192, 8192, h100).ctas_per_sm == kGemvMinBlocks);
   STATIC_REQUIRE(plan_gemv(1, 4096, 14336, h100).split == 1);
   STATIC_REQUIRE(plan_gemv(1, 8192, 8192, h100).tiles == 1);
-  // M = 16: x (16 rows x 64 chunks = 128 KB) forces 2 slices; with split K, 2 tiles per row block give
-  // each warp a run of 8 chunks
-  STATIC_REQUIRE(plan_gemv(16, 8192, 8192, h100).split == 2);
-  STATIC_REQUIRE(plan_gemv(16, 8192, 8192, h100).tiles == 2);
-  STATIC_REQUIRE(plan_gemv(16, 8192, 8192, h100).kc_per_warp == 8);
-  STATIC_REQUIRE(plan_gemv(16, 4096, 14336, h100).tiles == 4);  // S = 4: 56 chunks per slice
-  // 14336 x 4096: one tile per row block (896 blocks balance better on 132 CTAs than 448: measured
-  // 20.7 vs 22.6 us at M = 1)
+  // 4096^2: two tiles per row block give 128 blocks, one per CTA, and runs of 8 chunks (8.2 us
+  // against 8.6 with one tile: two blocks per CTA of 4-chunk runs)
+  STATIC_REQUIRE(plan_gemv(1, 4096, 4096, h100).split == 1);
+  STATIC_REQUIRE(plan_gemv(1, 4096, 4096, h100).tiles == 2);
+  // 14336 x 4096: one tile per row block (896 blocks balance better on 132 CTAs than 448: 19.7 vs
+  // 21.9 us at M = 1)
   STATIC_REQUIRE(plan_gemv(1, 14336, 4096, h100).tiles == 1);
-  // short slices still get tiles: K = 2048 is 32 chunks, 2 per warp with one tile, 4 with two
-  STATIC_REQUIRE(plan_gemv(16, 8192, 2048, h100).tiles == 2);
+  // x's slice: 4096 x 14336 at M = 4 would load 112 KB of x per CTA with S = 1; S = 2 with 4 tiles
+  // (one row block per cluster) took 23.6 us against 28.2
+  STATIC_REQUIRE(plan_gemv(4, 4096, 14336, h100).split == 2);
+  STATIC_REQUIRE(plan_gemv(4, 4096, 14336, h100).tiles == 4);
+  // M = 16: x (16 rows x 128 chunks = 256 KB) needs S >= 2; with clusters, 8 tiles per row block
+  // mean one block (two cluster barriers) per cluster: 35.7 us against 40.7 with 2 tiles
+  STATIC_REQUIRE(plan_gemv(16, 8192, 8192, h100).split == 2);
+  STATIC_REQUIRE(plan_gemv(16, 8192, 8192, h100).tiles == 8);
+  STATIC_REQUIRE(plan_gemv(16, 8192, 8192, h100).kc_per_warp == 32);
+  STATIC_REQUIRE(plan_gemv(8, 8192, 8192, h100).split == 2);
+  STATIC_REQUIRE(plan_gemv(16, 4096, 14336, h100).split == 8);  // 39.4 us against 49.4 (S = 4, 4 tiles)
+  STATIC_REQUIRE(plan_gemv(16, 4096, 14336, h100).tiles == 8);
+  // short slices: K = 2048 is 32 chunks; four tiles give runs of 8
+  STATIC_REQUIRE(plan_gemv(16, 8192, 2048, h100).tiles == 4);
   // persistent CTAs: one per SM at M = 1 (512 row blocks of 16 rows on 132 workers)
   STATIC_REQUIRE(plan_gemv(1, 8192, 8192, h100).workers == 132);
-  STATIC_REQUIRE(plan_gemv(1, 1024, 4096, h100).workers == 57);  // clusters of 2: the model's 7/8 of 66
-  // small N: split K while the grid has fewer CTAs than SMs (64 tiles x 2 = 128 < 132; x 3 > one wave)
-  STATIC_REQUIRE(plan_gemv(1, 1024, 4096, h100).split == 2);
+  // small N: 64 row tiles on 132 SMs; a cluster's two barriers per row block cost more (modelled)
+  // than the idle SMs
+  STATIC_REQUIRE(plan_gemv(1, 1024, 4096, h100).split == 1);
+  STATIC_REQUIRE(plan_gemv(1, 1024, 4096, h100).workers == 64);
+  // the launcher's measured worker counts replace the model: with room for only 16 CTAs of S = 1
+  // (say, less shared memory), clusters of 2 win
+  {
+    constexpr int64_t few[kGemvMaxSplit + 1] = {0, 16, 66, 0, 30, 0, 0, 0, 15};
+    STATIC_REQUIRE(plan_gemv(1, 1024, 4096, h100, true, few).split == 2);
+    STATIC_REQUIRE(plan_gemv(1, 8192, 8192, h100, true, few).split == 2);
+    STATIC_REQUIRE(plan_gemv(1, 8192, 8192, h100, true, few).workers == 64);
+    STATIC_REQUIRE(plan_gemv(1, 8192, 8192, h100, false, few).split == 1);  // sm_80: no clusters
+  }
+  // the H100's cluster capacity (cudaOccupancyMaxActiveClusters, ~200 KB CTAs): 66 of 2, 30 of 4, 15 of 8
+  STATIC_REQUIRE(gemv_workers_model(h100, 2) == 66);
+  STATIC_REQUIRE(gemv_workers_model(h100, 4) == 30);
+  STATIC_REQUIRE(gemv_workers_model(h100, 8) == 15);
   for (int64_t m = 1; m <= 16; ++m)
     for (auto [n, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {4096, 4096}, {14336, 4096}, {4096, 14336},
                         {64, 64}, {333, 1088}, {129, 320}, {100000, 64 * 300}, {256, 16384}, {512, 64 * 520}}) {
@@ -169,19 +194,22 @@ TEST_CASE("decode kernel plan", "[quant][heuristics]") {
       CHECK((p.split - 1) * p.kc_per_cta < k / 64);    // no empty CTA
       CHECK((p.tiles == 1 || p.tiles == 2 || p.tiles == 4 || p.tiles == 8));
       CHECK(p.kc_per_warp * (kGemvWarps / p.tiles) >= p.kc_per_cta);  // the runs cover the slice
-      if (p.tiles > 1) CHECK(p.row_blocks * p.split >= h100);          // tiles only while a CTA per SM remains
       CHECK(p.mrows * gemv_x_pitch(p.kc_per_cta) <= kGemvXMaxBytes);
       CHECK(p.smem <= 227 * 1024);                     // Hopper's per-block limit
       CHECK(kGemvWarps * kGemvRows * 16 * 4 + p.tiles * kGemvRows * 16 * 4 <= kGemvRedBytes);
       CHECK(p.workers >= 1);
       CHECK(p.workers <= p.row_blocks);
+      CHECK(p.workers == std::min(gemv_workers_model(h100, p.split), p.row_blocks));
       CHECK(p.ctas_per_sm >= 1);
       CHECK(p.row_blocks * kGemvRows * p.tiles >= n);
       CHECK((p.row_blocks - 1) * kGemvRows * p.tiles < n);
-      if (p.split > 1) {  // split only for x's slice or for a grid of fewer CTAs than SMs
-        const int64_t kcs1 = (k / 64 + p.split - 2) / (p.split - 1);
-        CHECK((p.mrows * gemv_x_pitch(kcs1) > kGemvXMaxBytes || p.row_blocks * p.tiles * (p.split - 1) < h100));
-      }
+      // the search is exhaustive: no (S, T) of S, T in {1, 2, 4, 8} has a lower modelled cost
+      for (int s = 1; s <= kGemvMaxSplit; s *= 2)
+        for (int t = 1; t <= 8; t *= 2) {
+          const GemvPlan o = gemv_plan_for(m, n, k, s, t, gemv_workers_model(h100, s));
+          if (o.ok) CHECK(gemv_plan_cost(p) <= gemv_plan_cost(o));
+          if (s == p.split && t == p.tiles) CHECK(o.ok);
+        }
       // without clusters (sm_80): one CTA per row tile, when x fits
       const GemvPlan q = plan_gemv(m, n, k, h100, false);
       if (q.ok) CHECK(q.split == 1);

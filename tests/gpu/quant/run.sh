@@ -10,6 +10,14 @@ bin="$build/tests/quant/fp4_gpu_tests"
 export LD_LIBRARY_PATH="$build/kernels:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 status=0
 "$bin" --durations yes || status=1
+# every decode plan (S x T), forced: the heuristic picks only some of them on this device
+for s in 1 2 4 8; do
+  for t in 1 2 4 8; do
+    VSTACK_GEMV_SPLIT=$s VSTACK_GEMV_TILES=$t "$bin" "[gemv-plans]" > /tmp/vstack-gemv-plan.log 2>&1 ||
+      { echo "decode plan S$s T$t FAILED:"; tail -30 /tmp/vstack-gemv-plan.log; status=1; }
+  done
+done
+[ $status -eq 0 ] && echo "fp4_gpu_tests: all 16 forced decode plans pass"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   VSTACK_KERNELS_LIB="$build/kernels/libvstack_kernels.so" PYTHONPATH="$root/python" \
     python3 "$here/test_fp4_torch.py" || status=1

@@ -215,10 +215,79 @@ TEST_CASE("dequantize is bit-identical to the reference", "[gpu][quant]") {
         }
 }
 
+struct MatmulShape {
+  int64_t m, n, k;
+};
+
+// One matmul against the fp64 product of x and the CPU-decoded weights, with the bound below;
+// outputs poisoned, determinism checked by a second launch. Returns ||y - ref|| / ||ref||.
+double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with_bias, std::mt19937_64& rng) {
+  INFO("format " << static_cast<int>(f) << " dtype " << dtype_name(dt) << " m " << s.m << " n " << s.n << " k "
+                 << s.k << " bias " << with_bias);
+  // Weights kept in f16 range for the f16 path (decoded weights are rounded to x's dtype).
+  std::vector<float> w = random_matrix(s.n, s.k, rng);
+  ref::QTensor q;
+  REQUIRE(ref::quantize(w.data(), s.n, s.k, f, Layout::gemm, q));
+  std::vector<float> wd(s.n * s.k);
+  ref::dequantize(q, wd.data());
+  std::normal_distribution<float> nd;
+  std::vector<float> x(s.m * s.k), b(s.n);
+  for (auto& v : x) v = nd(rng);
+  for (auto& v : b) v = nd(rng);
+  const auto xb = as_dtype(x, dt);
+  const auto bb = as_dtype(b, dt);
+  DevBuf dx(xb.size()), db(bb.size()), dy(s.m * s.n * 2);
+  dx.upload(xb);
+  db.upload(bb);
+  DevQ dq(f, Layout::gemm, s.n, s.k);
+  dq.upload(q);
+  dy.poison(0xFF);  // NaN in both dtypes
+  VS_OK(vstack_fp4_matmul(dx.p, dt, s.m, &dq.t, with_bias ? db.p : nullptr, dy.p, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  const auto got = dy.download<uint16_t>();
+  // Deterministic: a second launch gives the same bits (split-K sums in a fixed order).
+  dy.poison(0xFF);
+  VS_OK(vstack_fp4_matmul(dx.p, dt, s.m, &dq.t, with_bias ? db.p : nullptr, dy.p, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  CHECK(dy.download<uint16_t>() == got);
+  // Bound: output rounding u*|ref| + (weight rounding u_w + fp32 accumulation K*2^-24) * sum|x*w|,
+  // u = 2^-8 (bf16) / 2^-11 (f16); u_w = u for NF4 (decoded values are rounded to x's dtype),
+  // 0 for NVFP4/MXFP4 whose decoded values are exact in both dtypes here.
+  const double u = dt == VSTACK_DTYPE_BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+  const double uw = (f == Format::nf4 || f == Format::nf4_dq) ? u : 0.0;
+  const double acc = static_cast<double>(s.k + 2) * std::ldexp(1.0, -24);
+  int64_t bad = 0;
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) {
+      double r = with_bias ? b[j] : 0.0, mag = with_bias ? std::abs(b[j]) : 0.0;
+      for (int64_t k = 0; k < s.k; ++k) {
+        const double t = static_cast<double>(x[i * s.k + k]) * wd[j * s.k + k];
+        r += t;
+        mag += std::abs(t);
+      }
+      const uint16_t h = got[i * s.n + j];
+      const double g = dt == VSTACK_DTYPE_BF16 ? ref::bf16_to_f32(h) : ref::f16_to_f32(h);
+      const double tol = u * std::abs(r) + (uw + acc) * (1 + u) * mag + 1e-30;
+      // f16 overflows at 65520 (rounds to inf): then inf of the right sign is the right answer
+      const bool overflow_ok = dt == VSTACK_DTYPE_F16 && std::isinf(g) && (g > 0) == (r > 0) &&
+                               std::abs(r) + tol >= 65520.0;
+      if (!overflow_ok && !(std::abs(g - r) <= tol)) {
+        if (bad < 5) UNSCOPED_INFO("y[" << i << "][" << j << "] = " << g << " want " << r << " tol " << tol);
+        ++bad;
+      }
+      if (std::isfinite(g)) {
+        num += (g - r) * (g - r);
+        den += r * r;
+      }
+    }
+  CHECK(bad == 0);
+  return std::sqrt(num / den);
+}
+
 TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][quant]") {
   std::mt19937_64 rng(fresh_seed());
-  struct Shape { int64_t m, n, k; };
-  const Shape shapes[] = {{1, 64, 64},     {1, 4096, 4096},  {2, 100, 128},    {4, 1000, 512},  {8, 333, 1088},
+  const MatmulShape shapes[] = {{1, 64, 64},     {1, 4096, 4096},  {2, 100, 128},    {4, 1000, 512},  {8, 333, 1088},
                           {16, 512, 2048}, {17, 129, 320},   {33, 264, 640},   {64, 1024, 256}, {65, 200, 384},
                           {130, 96, 64},   {256, 520, 448},  {300, 330, 960},  {1024, 136, 1024}, {513, 1030, 128},
                           // decode kernel: split K over clusters (ragged last slice), 8/16-column tiles, rows % 128
@@ -231,72 +300,22 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
   double worst_rel = 0;
   for (Format f : kFormats)
     for (vstack_dtype_t dt : {VSTACK_DTYPE_BF16, VSTACK_DTYPE_F16})
-      for (const Shape& s : shapes)
+      for (const MatmulShape& s : shapes)
         for (bool with_bias : {false, true}) {
           if (with_bias && s.m % 2 == 0) continue;  // bias on about half of the shapes
-          INFO("format " << static_cast<int>(f) << " dtype " << dtype_name(dt) << " m " << s.m << " n " << s.n << " k "
-                         << s.k << " bias " << with_bias);
-          // Weights kept in f16 range for the f16 path (decoded weights are rounded to x's dtype).
-          std::vector<float> w = random_matrix(s.n, s.k, rng);
-          ref::QTensor q;
-          REQUIRE(ref::quantize(w.data(), s.n, s.k, f, Layout::gemm, q));
-          std::vector<float> wd(s.n * s.k);
-          ref::dequantize(q, wd.data());
-          std::normal_distribution<float> nd;
-          std::vector<float> x(s.m * s.k), b(s.n);
-          for (auto& v : x) v = nd(rng);
-          for (auto& v : b) v = nd(rng);
-          const auto xb = as_dtype(x, dt);
-          const auto bb = as_dtype(b, dt);
-          DevBuf dx(xb.size()), db(bb.size()), dy(s.m * s.n * 2);
-          dx.upload(xb);
-          db.upload(bb);
-          DevQ dq(f, Layout::gemm, s.n, s.k);
-          dq.upload(q);
-          dy.poison(0xFF);  // NaN in both dtypes
-          VS_OK(vstack_fp4_matmul(dx.p, dt, s.m, &dq.t, with_bias ? db.p : nullptr, dy.p, nullptr));
-          CUDA_OK(cudaDeviceSynchronize());
-          const auto got = dy.download<uint16_t>();
-          // Deterministic: a second launch gives the same bits (split-K sums in a fixed order).
-          dy.poison(0xFF);
-          VS_OK(vstack_fp4_matmul(dx.p, dt, s.m, &dq.t, with_bias ? db.p : nullptr, dy.p, nullptr));
-          CUDA_OK(cudaDeviceSynchronize());
-          CHECK(dy.download<uint16_t>() == got);
-          // Bound: output rounding u*|ref| + (weight rounding u_w + fp32 accumulation K*2^-24) * sum|x*w|,
-          // u = 2^-8 (bf16) / 2^-11 (f16); u_w = u for NF4 (decoded values are rounded to x's dtype),
-          // 0 for NVFP4/MXFP4 whose decoded values are exact in both dtypes here.
-          const double u = dt == VSTACK_DTYPE_BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
-          const double uw = (f == Format::nf4 || f == Format::nf4_dq) ? u : 0.0;
-          const double acc = static_cast<double>(s.k + 2) * std::ldexp(1.0, -24);
-          int64_t bad = 0;
-          double num = 0, den = 0;
-          for (int64_t i = 0; i < s.m; ++i)
-            for (int64_t j = 0; j < s.n; ++j) {
-              double r = with_bias ? b[j] : 0.0, mag = with_bias ? std::abs(b[j]) : 0.0;
-              for (int64_t k = 0; k < s.k; ++k) {
-                const double t = static_cast<double>(x[i * s.k + k]) * wd[j * s.k + k];
-                r += t;
-                mag += std::abs(t);
-              }
-              const uint16_t h = got[i * s.n + j];
-              const double g = dt == VSTACK_DTYPE_BF16 ? ref::bf16_to_f32(h) : ref::f16_to_f32(h);
-              const double tol = u * std::abs(r) + (uw + acc) * (1 + u) * mag + 1e-30;
-              // f16 overflows at 65520 (rounds to inf): then inf of the right sign is the right answer
-              const bool overflow_ok = dt == VSTACK_DTYPE_F16 && std::isinf(g) && (g > 0) == (r > 0) &&
-                                       std::abs(r) + tol >= 65520.0;
-              if (!overflow_ok && !(std::abs(g - r) <= tol)) {
-                if (bad < 5) UNSCOPED_INFO("y[" << i << "][" << j << "] = " << g << " want " << r << " tol " << tol);
-                ++bad;
-              }
-              if (std::isfinite(g)) {
-                num += (g - r) * (g - r);
-                den += r * r;
-              }
-            }
-          CHECK(bad == 0);
-          worst_rel = std::max(worst_rel, std::sqrt(num / den));
+          worst_rel = std::max(worst_rel, check_matmul(s, f, dt, with_bias, rng));
         }
   std::printf("fp4_gpu_tests: worst ||y - ref|| / ||ref|| over all matmul cases: %.3g\n", worst_rel);
+}
+
+// Every decode plan the kernel can take, whatever the device's heuristic picks: run.sh runs this
+// case again under each forced VSTACK_GEMV_SPLIT x VSTACK_GEMV_TILES (applied where x's slice fits).
+TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quant][gemv-plans]") {
+  std::mt19937_64 rng(fresh_seed());
+  // ragged N (not a multiple of 16 x T), K slices of unequal length, one and two mma column tiles
+  const MatmulShape shapes[] = {{1, 1104, 3200}, {9, 520, 2496}, {16, 312, 4160}, {3, 2072, 1216}};
+  for (Format f : kFormats)
+    for (const MatmulShape& s : shapes) check_matmul(s, f, s.m == 9 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
 }
 
 TEST_CASE("matmul: a NaN weight block poisons exactly its column", "[gpu][quant]") {
