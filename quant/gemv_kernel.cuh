@@ -40,6 +40,11 @@
 // L1/TEX (LDS + LDSM + LDG) 62 % busy. Tried and dropped: an L2 bulk prefetch
 // (cp.async.bulk.prefetch.L2) of the next row block's codes (slower: 29.4 vs
 // 24.8 us); 2 CTAs x 8 warps per SM with a 32 KB table (26-27 us).
+// Where the time goes (H100, nvfp4 M = 1, lab builds, docs/NOTES.md): at 8192^2 the compute alone
+// (weights from registers) takes 12.9 us, the loads alone 16.0, both 21.2, and a pure read of the
+// same bytes 14.1 (bench/quant/read_floor.cu). A warp issues batch i + 2's loads only after it has
+// computed batch i, so the two barely overlap; deeper register batches, 32 warps of 64 registers and
+// a producer warp feeding a shared-memory ring by bulk copies or 2-D TMA were all slower (NOTES).
 #pragma once
 
 #include <cooperative_groups.h>
