@@ -515,17 +515,18 @@ template <Format F, typename T, int MT>
 cudaError_t launch_gemv_mt(const GemmParams& p, cudaStream_t stream) {
   if (const cudaError_t e = gemv_smem_optin<F, T, MT>(); e != cudaSuccess) return e;
   const bool clusters = p.cc >= 90;
+  auto workers_of = [&](int s) -> int64_t {  // 0 where x's slice does not fit S = s
+    const GemvPlan q = gemv_plan_for(p.m, p.n, p.k, s, 1, 1);
+    return q.ok ? gemv_workers<F, T, MT>(s, q.smem, p.sms) : 0;
+  };
   int64_t workers[kGemvMaxSplit + 1] = {};
-  for (int s = 1; s <= (clusters ? kGemvMaxSplit : 1); s *= 2)
-    if (const GemvPlan q = gemv_plan_for(p.m, p.n, p.k, s, 1, 1); q.ok) workers[s] = gemv_workers<F, T, MT>(s, q.smem, p.sms);
+  for (int s = 1; s <= (clusters ? kGemvMaxSplit : 1); s *= 2) workers[s] = workers_of(s);
   GemvPlan pl = plan_gemv(p.m, p.n, p.k, p.sms, clusters, workers);
   if (!pl.ok) return cudaErrorInvalidConfiguration;
   const int fs = clusters ? forced_gemv_split() : 0, ft = forced_gemv_tiles();
   if (fs > 0 || ft > 0) {  // benchmarks of the plan: a forced (S, T) where x's slice fits
     const int s = fs > 0 ? fs : pl.split;
-    int64_t w = workers[s];  // asked above for s = 1, 2, 4, 8
-    if (w == 0)
-      if (const GemvPlan q = gemv_plan_for(p.m, p.n, p.k, s, 1, 1); q.ok) w = gemv_workers<F, T, MT>(s, q.smem, p.sms);
+    const int64_t w = workers[s] > 0 ? workers[s] : workers_of(s);  // S = 3, 5, 6, 7 not asked above
     if (const GemvPlan f = gemv_plan_for(p.m, p.n, p.k, s, ft > 0 ? ft : pl.tiles, w); f.ok) pl = f;
   }
   cudaLaunchConfig_t cfg{};

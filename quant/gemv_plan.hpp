@@ -51,7 +51,7 @@ struct GemvPlan {
   int mrows = 1;           // x rows kept in shared memory: pow2 >= M
   int64_t kc_per_cta = 0;  // 64-wide chunks of K per CTA (the last may have fewer)
   int tiles = 1;           // 16-row tiles per CTA (1, 2, 4, 8)
-  int64_t kc_per_warp = 0; // chunks per warp: ceil(kc_per_cta / (8 / tiles))
+  int64_t kc_per_warp = 0; // chunks per warp: ceil(kc_per_cta / (16 / tiles))
   int64_t row_blocks = 0;  // row blocks: ceil(N / (16 * tiles))
   int64_t workers = 0;     // CTAs along N (persistent: each does row blocks y, y + workers, ...)
   int64_t smem = 0;        // dynamic shared memory bytes
