@@ -164,10 +164,15 @@ vstack_status_t convert(bool quant, const void* data, vstack_dtype_t dtype, cons
   p.kc_per_row = q->cols / 64;
   p.npad = gemm_npad(q->rows);
   if (quant) {
-    if (l == Layout::gemm && p.npad != q->rows) {  // padding rows of the scale table are zero
+    if (l == Layout::gemm && p.npad != q->rows) {  // padding rows of the scale table and codes are zero
       const Sizes sz = sizes(f, l, q->rows, q->cols);
       if (cudaError_t e = cudaMemsetAsync(q->scales, 0, sz.scales_bytes, st); e != cudaSuccess)
         return cuda_status(e, "cudaMemsetAsync(scales)");
+      const int64_t tail = (q->rows / 16) * 16;  // the last, partial tile's blocks
+      if (cudaError_t e = cudaMemsetAsync(static_cast<uint8_t*>(q->codes) + tail * q->cols / 2, 0,
+                                          static_cast<size_t>((p.npad - tail) * q->cols / 2), st);
+          e != cudaSuccess)
+        return cuda_status(e, "cudaMemsetAsync(codes)");
     }
     if (f == Format::nvfp4) {
       if (cudaError_t e = cudaMemsetAsync(q->scale2, 0, sizeof(float), st); e != cudaSuccess)

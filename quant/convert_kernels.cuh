@@ -219,7 +219,11 @@ __device__ __forceinline__ void quantize_step(const ConvertParams& p, int64_t e,
     for (int b = 1; b < 8 / LPB; ++b) scw |= __shfl_down_sync(0xFFFFFFFFu, sc, b * LPB) << (8 * b);
   }
   if (e >= p.chunks * 64) return;  // whole chunks are valid or not
-  reinterpret_cast<uint32_t*>(p.codes)[e / 8] = w;  // bytes e/2 .. e/2+3
+  if constexpr (L == Layout::linear) {
+    reinterpret_cast<uint32_t*>(p.codes)[e / 8] = w;  // bytes e/2 .. e/2+3
+  } else {  // permuted bytes 4u..4u+3 of the row's chunk
+    *reinterpret_cast<uint32_t*>(p.codes + gemm_chunk(pos.row, pos.kc, pos.kcpr * 64) + 4 * u) = w;
+  }
   if (u == 0) {
     [[maybe_unused]] const int64_t c = e / 64;
     int64_t soff;  // first scale byte of this chunk
@@ -342,7 +346,7 @@ __global__ void __launch_bounds__(kConvertThreads) dequantize_kernel(const Conve
   if constexpr (L == Layout::linear) {
     w = __ldg(reinterpret_cast<const uint32_t*>(p.codes + c * 32) + u);
   } else {  // linear byte 4u + i sits at gemm_byte_perm(4u + i) = 8i + u
-    const uint8_t* cb = p.codes + c * 32 + u;
+    const uint8_t* cb = p.codes + gemm_chunk(c / p.kc_per_row, c % p.kc_per_row, p.kc_per_row * 64) + u;
     w = static_cast<uint32_t>(__ldg(cb)) | (static_cast<uint32_t>(__ldg(cb + 8)) << 8) |
         (static_cast<uint32_t>(__ldg(cb + 16)) << 16) | (static_cast<uint32_t>(__ldg(cb + 24)) << 24);
   }

@@ -30,6 +30,7 @@
 #include "quant/device.cuh"
 #include "quant/format.hpp"
 #include "quant/gemm_traits.hpp"
+#include "quant/layout.hpp"
 
 namespace vstack::quant {
 
@@ -106,8 +107,8 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
       const int row = c / WCH, ch = c % WCH;
       const int gn = n0 + row;
       const int gb = kt * C::W_ROW + ch * 16;
-      const bool ok = gn < p.n && gb < p.k / 2;
-      const uint8_t* src = ok ? p.codes + static_cast<int64_t>(gn) * (p.k / 2) + gb : p.codes;
+      const bool ok = gn < p.n && gb < p.k / 2;  // (gb: a 16-byte half of chunk gb / 32)
+      const uint8_t* src = ok ? p.codes + gemm_chunk(gn, gb / 32, p.k) + gb % 32 : p.codes;
       dev::cp_async16(sW + row * C::W_PITCH + ch * 16, src, ok ? 16 : 0);
     }
     constexpr int SCH = C::BN * SB / 16;  // 16-byte chunks of one slice's scales

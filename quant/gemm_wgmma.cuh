@@ -65,7 +65,7 @@ namespace hp = vstack::hopper;
 
 struct WgmmaParams {
   CUtensorMap mx;  // x: [M][K] 2-byte elements, box [BT][64], SW128
-  CUtensorMap mw;  // codes: [N][K/2] bytes, box [BW][32]
+  CUtensorMap mw;  // codes: [Npad / 16 tiles][K / 64 chunks x 512 B] as u32, box [BW / 16][128] = [BW][32 B]
   CUtensorMap ms;  // scales: [K/64][Npad] elements of chunk_scale_bytes, box [1][BW]
   GemmParams p;
   int whole, items;  // work items (Note [Split tail] in gemm_traits.hpp)
@@ -448,7 +448,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
           uint8_t* st = smem + s * C::STAGE_BYTES;
           hp::mbar_arrive_expect_tx(&full[s], kBytes);
           hp::tma_load_2d(st, &P.mx, &full[s], kc * 64, m0, pol_x);
-          hp::tma_load_2d(st + C::X_BYTES, &P.mw, &full[s], kc * 32, n0, pol_w);
+          hp::tma_load_2d(st + C::X_BYTES, &P.mw, &full[s], kc * 128, n0 / 16, pol_w);
           hp::tma_load_2d(st + C::X_BYTES + C::W_BYTES, &P.ms, &full[s], n0, kc, pol_w);
         }
       }
@@ -487,8 +487,8 @@ cudaError_t launch_gemm_wgmma(const GemmParams& p, cudaStream_t stream) {
   const bool ok =
       encode_map(&P.mx, p.x, CU_TENSOR_MAP_DATA_TYPE_UINT16, p.k, p.m, uint64_t(p.k) * 2, 64, C::BT,
                  CU_TENSOR_MAP_SWIZZLE_128B) &&
-      encode_map(&P.mw, p.codes, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.k / 2, p.n, uint64_t(p.k) / 2, 32, C::BW,
-                 CU_TENSOR_MAP_SWIZZLE_NONE) &&
+      encode_map(&P.mw, p.codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, uint64_t(p.k) * 2, uint64_t(p.npad) / 16,
+                 uint64_t(p.k) * 8, 128, C::BW / 16, CU_TENSOR_MAP_SWIZZLE_NONE) &&
       encode_map(&P.ms, p.scales, kScaleType, p.npad, p.k / 64, uint64_t(p.npad) * SB, C::BW, 1,
                  CU_TENSOR_MAP_SWIZZLE_NONE);
   if (!ok) return cudaErrorInvalidValue;

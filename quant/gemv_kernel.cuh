@@ -21,7 +21,8 @@
 //
 // Memory: no shared-memory ring. Lane (g, r) loads its 8 fragment bytes of rows
 // g and g+8 per chunk with `ld.global.nc.L1::no_allocate.L2::256B.v2` straight
-// into registers, in batches of kGemvBatch chunks, two batches in flight per
+// into registers (the tile's chunk is one 512-byte block of the GEMM layout, so
+// each warp load reads 256 contiguous bytes: FORMAT.md, "Tiles"), in batches of kGemvBatch chunks, two batches in flight per
 // warp; the CTA (16 warps, one per SM, persistent along N) streams its batches
 // across row blocks, so the loads of the next block are issued before this
 // block's partials are summed (two __syncthreads per block). x's K slice is
@@ -45,6 +46,9 @@
 // same bytes 14.1 (bench/quant/read_floor.cu). A warp issues batch i + 2's loads only after it has
 // computed batch i, so the two barely overlap; deeper register batches, 32 warps of 64 registers and
 // a producer warp feeding a shared-memory ring by bulk copies or 2-D TMA were all slower (NOTES).
+// The loads were the larger cost than that: with rows K/2 bytes apart each 8-byte warp load touched
+// 8 lines. The tile layout (a 16-row tile's chunk in one 512-byte block) took 8192^2 M = 1 from
+// 21.4 to 17.5 us, 14336x4096 20.2 -> 17.3, 4096x14336 21.4 -> 18.6 (bench, H100, 2026-11-22).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -55,6 +59,7 @@
 #include "quant/format.hpp"
 #include "quant/gemm_kernel.cuh"
 #include "quant/gemv_plan.hpp"
+#include "quant/layout.hpp"
 
 namespace vstack::quant {
 
@@ -172,8 +177,9 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
   // back-to-back calls): 8192^2 M = 1 22.35 -> 21.14 us, 4096^2 M = 16 12.3 -> 11.0.
   if (static_cast<int>(blockIdx.y) < a.row_blocks) {
     const int n0 = static_cast<int>(blockIdx.y) * rows;
-    if (tid < rows) {
-      if (n0 + tid < p.n) gemv::prefetch_l2(p.codes + static_cast<int64_t>(n0 + tid) * (p.k / 2) + kc0 * 32, nk * 32);
+    if (tid < a.tiles) {  // a tile's chunks of this slice: nk contiguous 512-byte blocks
+      if (n0 + kGemvRows * tid < p.n)
+        gemv::prefetch_l2(p.codes + (static_cast<int64_t>(n0 / kGemvRows + tid) * kc_total + kc0) * 512, nk * 512);
     } else if (tid >= kGemvThreads / 2) {
       const int nr = min(rows, p.npad - n0);  // scale rows past npad do not exist
       for (int c = tid - kGemvThreads / 2; c < nk; c += kGemvThreads / 2)
@@ -201,19 +207,18 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
   // (advanced per batch; 64-bit products only when the block changes).
   struct Cursor {
     int blk, sub;
-    bool live, ok_a, ok_b;
-    const uint8_t *ca, *cb, *sa;
+    bool live;
+    const uint8_t *ca, *sa;
   };
   auto start_block = [&](Cursor& cu, int blk) {
     const int n0 = blk * rows + tile * kGemvRows;
     cu.blk = blk;
     cu.sub = 0;
-    cu.live = blk < a.row_blocks && n0 < p.n;  // (rows n..npad-1 of a live tile have zero scales)
-    cu.ok_a = cu.live && n0 + g < p.n;
-    cu.ok_b = cu.live && n0 + g + 8 < p.n;
+    // Rows n..Npad-1 of a live tile exist in the GEMM layout and have zero scales: their
+    // products are 0 or, for codes * x beyond fp32, only ever reach rows that are not stored.
+    cu.live = blk < a.row_blocks && n0 < p.n;
     const int64_t kc = kc0 + w0;
-    cu.ca = p.codes + static_cast<int64_t>(n0 + g) * (p.k / 2) + kc * 32 + r * 8;
-    cu.cb = cu.ca + static_cast<int64_t>(8) * (p.k / 2);
+    cu.ca = p.codes + gemm_chunk(n0 + g, kc, p.k) + r * 8;  // row g + 8: 256 bytes on
     cu.sa = p.scales + (kc * p.npad + n0 + g) * SB;
   };
   auto load = [&](Batch& bt, Cursor& cu) {  // nothing is read beyond the warp's run, the stream or N
@@ -222,14 +227,13 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
 #pragma unroll
     for (int j = 0; j < U; ++j) {
       const bool v = j < nv;
-      bt.ca[j] = v && cu.ok_a ? gemv::ld_code8(cu.ca + j * 32) : make_uint2(0, 0);
-      bt.cb[j] = v && cu.ok_b ? gemv::ld_code8(cu.cb + j * 32) : make_uint2(0, 0);
+      bt.ca[j] = v ? gemv::ld_code8(cu.ca + j * 512) : make_uint2(0, 0);  // 256 contiguous bytes per warp
+      bt.cb[j] = v ? gemv::ld_code8(cu.ca + j * 512 + 256) : make_uint2(0, 0);
       bt.sa[j] = v ? gemv::ld_scale<SB>(sa) : 0u;
       bt.sb[j] = v ? gemv::ld_scale<SB>(sa + 8 * SB) : 0u;
       sa += scale_step;
     }
-    cu.ca += U * 32;
-    cu.cb += U * 32;
+    cu.ca += U * 512;
     cu.sa = sa;
     if (++cu.sub == nb) start_block(cu, cu.blk + ystep);
   };

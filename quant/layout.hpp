@@ -4,10 +4,12 @@
 //   nibble (i & 1) (low nibble first) of code byte i / 2; block b = i / B owns
 //   scale bytes [b * scale_bytes, (b+1) * scale_bytes).
 // GEMM: a [rows = N] x [cols = K] weight, K % 64 == 0, laid out for the
-//   mma.sync B operand (see Note [GEMM layout] in FORMAT.md):
-//   - codes: row n owns bytes [n*K/2, (n+1)*K/2); inside each 32-byte chunk
-//     (64 elements) the byte that the linear layout has at 4j + r sits at 8r + j,
-//     so that lane r of an MMA quad reads its 8 bytes with one 64-bit load;
+//   mma fragments (see Note [GEMM layout] in FORMAT.md):
+//   - codes: 16-row tiles t = n / 16 (rows padded to Npad), each tile's 64-element
+//     chunks kc in order, 512 bytes per (tile, chunk) = the 16 rows' 32-byte pieces in
+//     row order: a warp's loads of a tile's chunk are contiguous. Inside a row's 32 bytes
+//     the byte that the linear layout has at 4j + r sits at 8r + j, so that lane r of an
+//     MMA quad reads its 8 bytes with one 64-bit load;
 //   - scales: chunk kc = k / 64 of row n owns chunk_scale_bytes(F) bytes at
 //     (kc * Npad + n) * chunk_scale_bytes(F), Npad = round_up(N, 16), so a CTA
 //     reads one contiguous run for its BN rows; padding bytes are zero;
@@ -42,7 +44,7 @@ constexpr bool shape_ok(Format f, Layout l, int64_t rows, int64_t cols) {
 constexpr Sizes sizes(Format f, Layout l, int64_t rows, int64_t cols) {
   const int64_t n = rows * cols;
   const int64_t blocks = n / block_size(f);
-  Sizes s{n / 2, 0, 0};
+  Sizes s{l == Layout::gemm ? gemm_npad(rows) * cols / 2 : n / 2, 0, 0};
   s.scales_bytes = l == Layout::linear ? blocks * scale_bytes(f)
                                        : (cols / 64) * gemm_npad(rows) * chunk_scale_bytes(f);
   s.scale2_count = f == Format::nvfp4 ? 1 : f == Format::nf4_dq ? (blocks + kDqGroup - 1) / kDqGroup : 0;
@@ -53,9 +55,15 @@ constexpr Sizes sizes(Format f, Layout l, int64_t rows, int64_t cols) {
 VSTACK_HD constexpr int gemm_byte_perm(int b) { return ((b & 3) << 3) | (b >> 2); }
 VSTACK_HD constexpr int gemm_byte_unperm(int p) { return ((p & 7) << 2) | (p >> 3); }
 
+// GEMM layout: first byte of row n's 32 code bytes of chunk kc; K columns.
+VSTACK_HD constexpr int64_t gemm_chunk(int64_t n, int64_t kc, int64_t K) {
+  return ((n / 16) * (K / 64) + kc) * 512 + (n % 16) * 32;
+}
+
 // Code byte holding element (n, k) of an [N x K] tensor; the nibble is k & 1.
 VSTACK_HD constexpr int64_t code_byte(Layout l, int64_t n, int64_t k, int64_t K) {
-  return l == Layout::linear ? (n * K + k) / 2 : n * (K / 2) + (k / 64) * 32 + gemm_byte_perm(static_cast<int>(k % 64) / 2);
+  return l == Layout::linear ? (n * K + k) / 2
+                             : gemm_chunk(n, k / 64, K) + gemm_byte_perm(static_cast<int>(k % 64) / 2);
 }
 
 // First scale byte of the block holding element (n, k).

@@ -66,12 +66,15 @@ def _sizes(fmt: int, layout: int, rows, cols):
     """Buffer sizes, as quant/layout.hpp sizes() (plain arithmetic: works on SymInts)."""
     n = rows * cols
     blocks = n // _BLOCK[fmt]
+    npad = (rows + 15) // 16 * 16
     if layout == 0:
+        codes = n // 2
         scales = blocks * (4 if fmt == 2 else 1)
-    else:
-        scales = (cols // 64) * ((rows + 15) // 16 * 16) * _CHUNK_SCALE_BYTES[fmt]
+    else:  # 16-row tiles: rows padded to a multiple of 16
+        codes = npad * cols // 2
+        scales = (cols // 64) * npad * _CHUNK_SCALE_BYTES[fmt]
     scale2 = 1 if fmt == 0 else ((blocks + 255) // 256 if fmt == 3 else 0)
-    return n // 2, scales, scale2
+    return codes, scales, scale2
 
 
 def _rows_cols(x: torch.Tensor):

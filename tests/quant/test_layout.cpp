@@ -28,6 +28,31 @@ TEST_CASE("GEMM byte permutation is a bijection and its inverse", "[quant][layou
     }
 }
 
+TEST_CASE("GEMM code bytes: 512-byte (16-row tile, chunk) blocks in tile-major order", "[quant][layout]") {
+  constexpr int64_t N = 48, K = 192;  // 3 tiles x 3 chunks
+  std::set<int64_t> seen;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; k += 2) {
+      const int64_t b = code_byte(Layout::gemm, n, k, K);
+      CHECK(b >= 0);
+      CHECK(b < sizes(Format::nvfp4, Layout::gemm, N, K).codes_bytes);
+      seen.insert(b);
+      CHECK(b / 512 == (n / 16) * (K / 64) + k / 64);  // block (tile, chunk)
+      CHECK(b % 512 / 32 == n % 16);                    // the row's 32 bytes in row order
+    }
+  CHECK(seen.size() == static_cast<size_t>(N * K / 2));
+  // lane (g, r) of a warp: its 8 fragment bytes of row g at g * 32 + r * 8, of row g + 8 256 bytes on
+  for (int g = 0; g < 8; ++g)
+    for (int r = 0; r < 4; ++r)
+      for (int s = 0; s < 4; ++s)
+        for (int h = 0; h < 2; ++h) {
+          const int64_t n = 16 + g + 8 * h, kc = 2;  // tile 1, chunk 2
+          const int64_t base = (1 * (K / 64) + kc) * 512 + 256 * h + g * 32 + r * 8;
+          CHECK(code_byte(Layout::gemm, n, kc * 64 + 16 * s + 2 * r, K) == base + 2 * s);
+          CHECK(code_byte(Layout::gemm, n, kc * 64 + 16 * s + 8 + 2 * r, K) == base + 2 * s + 1);
+        }
+}
+
 TEST_CASE("sizes and shape rules", "[quant][layout]") {
   CHECK(shape_ok(Format::nvfp4, Layout::linear, 1, 16));
   CHECK_FALSE(shape_ok(Format::nvfp4, Layout::linear, 1, 8));
@@ -35,7 +60,7 @@ TEST_CASE("sizes and shape rules", "[quant][layout]") {
   CHECK(shape_ok(Format::mxfp4, Layout::gemm, 3, 128));
   CHECK_FALSE(shape_ok(Format::nf4, Layout::gemm, 0, 64));
   const Sizes a = sizes(Format::nvfp4, Layout::gemm, 17, 128);
-  CHECK(a.codes_bytes == 17 * 64);
+  CHECK(a.codes_bytes == 32 * 64);  // rows padded to 16-row tiles
   CHECK(a.scales_bytes == 2 * 32 * 4);  // 2 chunks x Npad 32 x 4 E4M3
   CHECK(a.scale2_count == 1);
   const Sizes b = sizes(Format::nf4_dq, Layout::linear, 1, 64 * 513);
