@@ -88,7 +88,7 @@ int64_t quantize_grid(const ConvertParams& p, int sms) {
     }
     return b > 0 ? b : 1;
   }();
-  const int64_t tiles = (p.chunks + quant_chunks_per_cta<F>() - 1) / quant_chunks_per_cta<F>();
+  const int64_t tiles = quant_tiles<F, L>(p.chunks, p.kc_per_row);
   return tiles < int64_t{per_sm} * sms ? tiles : int64_t{per_sm} * sms;
 }
 

@@ -196,8 +196,15 @@ struct ChunkPos {
 };
 
 // One step (256 elements of a warp, 8 per lane) of a tile: scale, codes, stores.
+// Where a lane's chunk of one step is: its first input element (row * cols + column), its 32 code
+// bytes and its scale bytes; ok = false past the tensor (nothing is stored).
+struct ChunkAt {
+  int64_t elem, code, scale;
+  bool ok;
+};
+
 template <Format F, Layout L>
-__device__ __forceinline__ void quantize_step(const ConvertParams& p, int64_t e, const ChunkPos& pos, const float (&v)[8],
+__device__ __forceinline__ void quantize_step(const ConvertParams& p, const ChunkAt& at, const float (&v)[8],
                                               BlockStat st, float s2, BlockDivisor d2, const uint8_t* nf4_base,
                                               const float* nf4_mids) {
   constexpr int LPB = block_size(F) / 8;
@@ -218,20 +225,10 @@ __device__ __forceinline__ void quantize_step(const ConvertParams& p, int64_t e,
 #pragma unroll
     for (int b = 1; b < 8 / LPB; ++b) scw |= __shfl_down_sync(0xFFFFFFFFu, sc, b * LPB) << (8 * b);
   }
-  if (e >= p.chunks * 64) return;  // whole chunks are valid or not
-  if constexpr (L == Layout::linear) {
-    reinterpret_cast<uint32_t*>(p.codes)[e / 8] = w;  // bytes e/2 .. e/2+3
-  } else {  // permuted bytes 4u..4u+3 of the row's chunk
-    *reinterpret_cast<uint32_t*>(p.codes + gemm_chunk(pos.row, pos.kc, pos.kcpr * 64) + 4 * u) = w;
-  }
+  if (!at.ok) return;  // whole chunks are valid or not
+  *reinterpret_cast<uint32_t*>(p.codes + at.code + 4 * u) = w;  // bytes 4u..4u+3 of the chunk
   if (u == 0) {
-    [[maybe_unused]] const int64_t c = e / 64;
-    int64_t soff;  // first scale byte of this chunk
-    if constexpr (L == Layout::linear) {
-      soff = c * chunk_scale_bytes(F);
-    } else {
-      soff = (pos.kc * p.npad + pos.row) * chunk_scale_bytes(F);
-    }
+    const int64_t soff = at.scale;
     if constexpr (chunk_scale_bytes(F) == 4) *reinterpret_cast<uint32_t*>(p.scales + soff) = scw;
     else if constexpr (chunk_scale_bytes(F) == 2) *reinterpret_cast<uint16_t*>(p.scales + soff) = static_cast<uint16_t>(scw);
     else p.scales[soff] = static_cast<uint8_t>(scw);
@@ -242,22 +239,83 @@ __device__ __forceinline__ void quantize_step(const ConvertParams& p, int64_t e,
 // quant_chunks_per_cta chunks) and loads the next tile while it encodes this one, so every
 // warp keeps 16-byte loads in flight (Note [Quantize kernel]).
 // 2-byte inputs: at most 64 registers, so 1024 threads fit on an SM, each with its next 64
-// bytes in flight (64 KB per SM); f32 inputs hold twice the bytes per step and get more.
-template <Format F, typename T>
-constexpr int kQuantMinCtas = sizeof(T) == 4 ? 1 : 1024 / kQuantThreads<F>;
+// bytes in flight (64 KB per SM); f32 inputs hold twice the bytes per step and get more. The
+// GEMM layout's address arithmetic needs more: 768 threads (Note [Quantize tiles]).
+template <Format F, typename T, Layout L>
+constexpr int kQuantMinCtas = sizeof(T) == 4 ? 1 : (L == Layout::gemm ? 768 : 1024) / kQuantThreads<F>;
+
+// Note [Quantize tiles]. Which chunks a tile holds and which a warp step encodes. Row-major
+// (the linear layout, and NF4_DQ, whose tile must stay its group of 256 row-major blocks): a
+// tile is quant_chunks_per_cta consecutive chunks, a step 4 consecutive chunks of a row. In the
+// GEMM layout those 4 chunks land in 4 code blocks 512 bytes apart (4 x 32 bytes per store);
+// for the other formats a GEMM tile is therefore 16 rows x 8 chunks (one 16-row tile of the
+// layout): warp w takes chunk w of it, step i rows 4i..4i+3, so a step's codes are 128
+// contiguous bytes. The GEMM-layout kernels get up to 85 registers (3 CTAs of 256 threads per
+// SM): at 64 they spilled 8-40 bytes. Measured (H100, 8192² bf16, % of the copy, two rounds
+// each): row tiles nvfp4 / mxfp4 / nf4 84 / 83 / 89-90, row-major steps into the same layout
+// 84-85 / 84-85 / 85, the row-contiguous layout before 85 / 87 / 88: within the run-to-run
+// spread. NF4_DQ 77 % in every variant (82 % before the tile layout): not understood.
+template <Format F, Layout L>
+constexpr bool quant_row_tiles() { return L == Layout::gemm && F != Format::nf4_dq; }
+template <Format F, Layout L>
+constexpr int64_t quant_tiles(int64_t chunks, int64_t kc_per_row) {
+  if constexpr (quant_row_tiles<F, L>()) {
+    static_assert(quant_chunks_per_cta<F>() == 128, "16 rows x 8 chunks per tile");
+    return (chunks / kc_per_row + 15) / 16 * ((kc_per_row + 7) / 8);
+  }
+  return (chunks + quant_chunks_per_cta<F>() - 1) / quant_chunks_per_cta<F>();
+}
 
 template <Format F, typename T, Layout L>
-__global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T>) quantize_kernel(const ConvertParams p) {
-  constexpr int LPB = block_size(F) / 8, IT = kQuantIters, NT = kQuantThreads<F>;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t n = p.chunks * 64, tiles = (p.chunks + quant_chunks_per_cta<F>() - 1) / quant_chunks_per_cta<F>();
+__global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quantize_kernel(const ConvertParams p) {
+  constexpr int LPB = block_size(F) / 8, IT = kQuantIters, NT = kQuantThreads<F>, CS = chunk_scale_bytes(F);
+  constexpr bool kRowTiles = quant_row_tiles<F, L>();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, u = lane & 7;
+  const int64_t n = p.chunks * 64, tiles = quant_tiles<F, L>(p.chunks, p.kc_per_row);
   const int64_t lane_off = warp * (256 * IT) + lane * 8;
   const T* x = static_cast<const T*>(p.in);
+  // Row tiles: tile t = (16-row tile t / nkt, 8-chunk block t % nkt); this lane's chunk kc is
+  // block * 8 + warp, its rows 16 * tile + 4 i + q at step i.
+  const int64_t K = p.kc_per_row * 64, rows = p.chunks / (p.kc_per_row > 0 ? p.kc_per_row : 1);
+  const int32_t nkt = static_cast<int32_t>((p.kc_per_row + 7) / 8);
+  struct RowTile {
+    int64_t elem, code, scale;  // of step 0
+    int64_t row;                // of step 0
+    bool kc_ok;
+  };
+  auto row_tile = [&](int64_t t) {
+    RowTile r;
+    const int64_t rt = t / nkt;
+    const int64_t kc = (t - rt * nkt) * 8 + warp;
+    r.row = rt * 16 + (lane >> 3);
+    r.kc_ok = kc < p.kc_per_row;
+    r.elem = r.row * K + kc * 64 + 8 * u;
+    r.code = gemm_chunk(r.row, kc, K);
+    r.scale = gemm_scale_chunk(r.row, kc, K, CS);
+    return r;
+  };
+  auto row_tile_at = [&](const RowTile& r, int i) {  // rows + 4 i: 128 code bytes on; scale slots
+    ChunkAt c;
+    c.ok = r.kc_ok && r.row + 4 * i < rows;
+    c.elem = r.elem + 4 * i * K;
+    c.code = r.code + 128 * i;
+    c.scale = r.scale + (8 * (i & 1) + (i >> 1)) * CS;  // slot 2 (row % 8) + row / 8 % 2
+    return c;
+  };
   Raw8<T> next[IT];
   auto fetch = [&](int64_t tile) {
-    const int64_t base = tile * (NT * 8 * IT) + lane_off;
+    if constexpr (kRowTiles) {
+      const RowTile r = row_tile(tile);
 #pragma unroll
-    for (int i = 0; i < IT; ++i) load_raw8(x + base + i * 256, base + i * 256 < n, next[i]);
+      for (int i = 0; i < IT; ++i) {
+        const ChunkAt c = row_tile_at(r, i);
+        load_raw8(x + (c.ok ? c.elem : 0), c.ok, next[i]);
+      }
+    } else {
+      const int64_t base = tile * (NT * 8 * IT) + lane_off;
+#pragma unroll
+      for (int i = 0; i < IT; ++i) load_raw8(x + base + i * 256, base + i * 256 < n, next[i]);
+    }
   };
   int64_t tile = blockIdx.x;
   if (tile < tiles) fetch(tile);
@@ -272,13 +330,28 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T>) quantiz
   float s2 = 1.0f;
   if constexpr (F == Format::nvfp4) s2 = nvfp4_global(__ldg(p.scale2));  // scale2[0] holds the tensor's amax here
   BlockDivisor d2 = scale_divisor<F>(s2);  // NF4_DQ: set per tile
-  // GEMM layout: this lane's chunk position at step 0 of its tile, moved by the grid stride per tile
+  // Row-major tiles in the GEMM layout: this lane's chunk position at step 0 of its tile, moved by
+  // the grid stride per tile
   constexpr int64_t kCpt = quant_chunks_per_cta<F>();
   const int32_t kcpr = L == Layout::gemm ? static_cast<int32_t>(p.kc_per_row) : 1;
-  ChunkPos pos(tile * kCpt + lane_off / 64, kcpr);
+  ChunkPos pos(kRowTiles ? 0 : tile * kCpt + lane_off / 64, kcpr);
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kCpt, stride_q = stride / kcpr;
   const int32_t stride_r = static_cast<int32_t>(stride % kcpr);
-  for (int parity = 0; tile < tiles; tile += gridDim.x, parity ^= 1, pos.advance(stride_q, stride_r)) {
+  // Step i of the current tile (row-major: ps is the chunk position of step i).
+  auto row_major_at = [&](int64_t e, const ChunkPos& ps) {
+    ChunkAt c;
+    c.ok = e < n;
+    c.elem = e;
+    if constexpr (L == Layout::linear) {
+      c.code = e / 2 - 4 * u;
+      c.scale = e / 64 * CS;
+    } else {
+      c.code = gemm_chunk(ps.row, ps.kc, K);
+      c.scale = gemm_scale_chunk(ps.row, ps.kc, K, CS);
+    }
+    return c;
+  };
+  for (int parity = 0; tile < tiles; tile += gridDim.x, parity ^= 1) {
     Raw8<T> cur[IT];
 #pragma unroll
     for (int i = 0; i < IT; ++i) cur[i] = next[i];
@@ -307,7 +380,15 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T>) quantiz
       for (int i = 0; i < IT; ++i, ps.advance(4)) {
         float v[8];
         to_float8(cur[i], v);
-        quantize_step<F, L>(p, base + i * 256, ps, v, st[i], s2, d2, nf4_base, nf4_mids);
+        quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, st[i], s2, d2, nf4_base, nf4_mids);
+      }
+    } else if constexpr (kRowTiles) {
+      const RowTile r = row_tile(tile);
+#pragma unroll
+      for (int i = 0; i < IT; ++i) {
+        float v[8];
+        to_float8(cur[i], v);
+        quantize_step<F, L>(p, row_tile_at(r, i), v, block_stat_lanes<LPB>(v), s2, d2, nf4_base, nf4_mids);
       }
     } else {
       ChunkPos ps = pos;
@@ -315,9 +396,10 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T>) quantiz
       for (int i = 0; i < IT; ++i, ps.advance(4)) {  // a warp step covers 4 chunks
         float v[8];
         to_float8(cur[i], v);
-        quantize_step<F, L>(p, base + i * 256, ps, v, block_stat_lanes<LPB>(v), s2, d2, nf4_base, nf4_mids);
+        quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, block_stat_lanes<LPB>(v), s2, d2, nf4_base, nf4_mids);
       }
     }
+    if constexpr (!kRowTiles) pos.advance(stride_q, stride_r);
   }
 }
 
@@ -357,7 +439,7 @@ __global__ void __launch_bounds__(kConvertThreads) dequantize_kernel(const Conve
     sc = F == Format::nf4 ? __ldg(reinterpret_cast<const uint32_t*>(p.scales) + blk) : __ldg(p.scales + blk);
   } else {
     const int64_t n = c / p.kc_per_row, kc = c % p.kc_per_row;
-    const int64_t soff = (kc * p.npad + n) * chunk_scale_bytes(F);
+    const int64_t soff = gemm_scale_chunk(n, kc, p.kc_per_row * 64, chunk_scale_bytes(F));
     sc = F == Format::nf4 ? __ldg(reinterpret_cast<const uint32_t*>(p.scales + soff)) : __ldg(p.scales + soff + sub);
   }
   float s2 = 1.0f;

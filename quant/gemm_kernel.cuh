@@ -114,10 +114,11 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
     constexpr int SCH = C::BN * SB / 16;  // 16-byte chunks of one slice's scales
     static_assert(C::WARPS_K * SCH <= C::THREADS, "scale split");
     if (tid < C::WARPS_K * SCH) {
-      const int s = tid / SCH, ch = tid % SCH;
+      // a tile's run of 16 SB bytes is SB pieces; in shared memory the runs of the BN rows' tiles
+      const int s = tid / SCH, ch = tid % SCH, tl = ch / SB;
       const int kc = kt * C::WARPS_K + s;
-      const bool ok = kc < kc_total && (p.npad - n0) * SB > ch * 16;
-      const uint8_t* src = ok ? p.scales + (static_cast<int64_t>(kc) * p.npad + n0) * SB + ch * 16 : p.scales;
+      const bool ok = kc < kc_total && n0 + 16 * tl < p.npad;
+      const uint8_t* src = ok ? p.scales + gemm_scale_chunk(n0 + 16 * tl, kc, p.k, SB) + (ch % SB) * 16 : p.scales;
       dev::cp_async16(sS + s * C::BN * 4 + ch * 16, src, ok ? 16 : 0);
     }
   };
@@ -144,23 +145,23 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
       const int nl = wn * C::WTN + j * 8 + (lane >> 2);
       cw[j] = *reinterpret_cast<const uint2*>(sW + nl * C::W_PITCH + wk * 32 + (lane & 3) * 8);
       if constexpr (kPair && F == Format::nvfp4) {
-        const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + nl * 4);
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + gemm_scale_slot(nl) * 4);
 #pragma unroll
         for (int s = 0; s < 4; ++s) sp[j][s] = scale_lut[(w >> (8 * s)) & 0xFFu];
       } else if constexpr (kPair) {  // MXFP4
-        const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + nl * 2);
+        const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + gemm_scale_slot(nl) * 2);
 #pragma unroll
         for (int s = 0; s < 4; ++s) sp[j][s] = scale_lut[(w >> (8 * (s >> 1))) & 0xFFu];
       } else if constexpr (F == Format::nvfp4) {
-        const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + nl * 4);
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + gemm_scale_slot(nl) * 4);
 #pragma unroll
         for (int s = 0; s < 4; ++s) sc[j][s] = e4m3_value((w >> (8 * s)) & 0xFFu);
       } else if constexpr (F == Format::mxfp4) {
-        const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + nl * 2);
+        const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + gemm_scale_slot(nl) * 2);
 #pragma unroll
         for (int s = 0; s < 4; ++s) sc[j][s] = e8m0_value((w >> (8 * (s >> 1))) & 0xFFu);
       } else if constexpr (F == Format::nf4) {
-        const float v = *reinterpret_cast<const float*>(sS + nl * 4);
+        const float v = *reinterpret_cast<const float*>(sS + gemm_scale_slot(nl) * 4);
 #pragma unroll
         for (int s = 0; s < 4; ++s) sc[j][s] = v;
       } else {
@@ -168,7 +169,7 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
         float v = 0.0f;
         if (gn < p.n) {
           const float g2 = __ldg(p.scale2 + (static_cast<int64_t>(gn) * kc_total + kc) / kDqGroup);
-          v = e4m3_value(sS[nl]) * g2;
+          v = e4m3_value(sS[gemm_scale_slot(nl)]) * g2;
         }
 #pragma unroll
         for (int s = 0; s < 4; ++s) sc[j][s] = v;

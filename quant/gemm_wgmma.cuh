@@ -66,7 +66,7 @@ namespace hp = vstack::hopper;
 struct WgmmaParams {
   CUtensorMap mx;  // x: [M][K] 2-byte elements, box [BT][64], SW128
   CUtensorMap mw;  // codes: [Npad / 16 tiles][K / 64 chunks x 512 B] as u32, box [BW / 16][128] = [BW][32 B]
-  CUtensorMap ms;  // scales: [K/64][Npad] elements of chunk_scale_bytes, box [1][BW]
+  CUtensorMap ms;  // scales: [Npad / 16 tiles][K / 64 chunks x 16 SB] bytes, box [BW / 16][16 SB]
   GemmParams p;
   int whole, items;  // work items (Note [Split tail] in gemm_traits.hpp)
 };
@@ -224,27 +224,27 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
           const int r = r0 + 8 * h;
           c.cw[h] = *reinterpret_cast<const uint2*>(sW + r * 32 + q * 8);
           if constexpr (kPair && F == Format::nvfp4) {
-            const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + r * 4);
+            const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + gemm_scale_slot(r) * 4);
 #pragma unroll
             for (int s = 0; s < 4; ++s) c.sp[h][s] = scale_lut[(w >> (8 * s)) & 0xFFu];
           } else if constexpr (kPair) {  // MXFP4
-            const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + r * 2);
+            const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + gemm_scale_slot(r) * 2);
             c.sp[h][0] = c.sp[h][1] = scale_lut[w & 0xFFu];
             c.sp[h][2] = c.sp[h][3] = scale_lut[w >> 8];
           } else if constexpr (F == Format::nvfp4) {
-            const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + r * 4);
+            const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + gemm_scale_slot(r) * 4);
 #pragma unroll
             for (int s = 0; s < 4; ++s) c.sc[h][s] = sc_f32[(w >> (8 * s)) & 0xFFu];
           } else if constexpr (F == Format::mxfp4) {
-            const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + r * 2);
+            const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + gemm_scale_slot(r) * 2);
             c.sc[h][0] = c.sc[h][1] = sc_f32[w & 0xFFu];
             c.sc[h][2] = c.sc[h][3] = sc_f32[w >> 8];
           } else if constexpr (F == Format::nf4) {
-            const float v = *reinterpret_cast<const float*>(sS + r * 4);
+            const float v = *reinterpret_cast<const float*>(sS + gemm_scale_slot(r) * 4);
 #pragma unroll
             for (int s = 0; s < 4; ++s) c.sc[h][s] = v;
           } else {  // NF4_DQ: value(E4M3 code) * g2, one fp32 rounding as the reference (rows >= N: g2 = 0)
-            const float v = sc_f32[sS[r]] * g2c[h];
+            const float v = sc_f32[sS[gemm_scale_slot(r)]] * g2c[h];
 #pragma unroll
             for (int s = 0; s < 4; ++s) c.sc[h][s] = v;
           }
@@ -449,7 +449,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
           hp::mbar_arrive_expect_tx(&full[s], kBytes);
           hp::tma_load_2d(st, &P.mx, &full[s], kc * 64, m0, pol_x);
           hp::tma_load_2d(st + C::X_BYTES, &P.mw, &full[s], kc * 128, n0 / 16, pol_w);
-          hp::tma_load_2d(st + C::X_BYTES + C::W_BYTES, &P.ms, &full[s], n0, kc, pol_w);
+          hp::tma_load_2d(st + C::X_BYTES + C::W_BYTES, &P.ms, &full[s], kc * 16 * SB, n0 / 16, pol_w);
         }
       }
     }
@@ -480,8 +480,6 @@ cudaError_t launch_gemm_wgmma(const GemmParams& p, cudaStream_t stream) {
       cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::SMEM_BYTES));
   if (attr != cudaSuccess) return attr;
   constexpr int SB = chunk_scale_bytes(F);
-  constexpr CUtensorMapDataType kScaleType =
-      SB == 4 ? CU_TENSOR_MAP_DATA_TYPE_UINT32 : SB == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
   WgmmaParams P{};
   P.p = p;
   const bool ok =
@@ -489,8 +487,8 @@ cudaError_t launch_gemm_wgmma(const GemmParams& p, cudaStream_t stream) {
                  CU_TENSOR_MAP_SWIZZLE_128B) &&
       encode_map(&P.mw, p.codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, uint64_t(p.k) * 2, uint64_t(p.npad) / 16,
                  uint64_t(p.k) * 8, 128, C::BW / 16, CU_TENSOR_MAP_SWIZZLE_NONE) &&
-      encode_map(&P.ms, p.scales, kScaleType, p.npad, p.k / 64, uint64_t(p.npad) * SB, C::BW, 1,
-                 CU_TENSOR_MAP_SWIZZLE_NONE);
+      encode_map(&P.ms, p.scales, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(p.k) / 4 * SB, uint64_t(p.npad) / 16,
+                 uint64_t(p.k) / 4 * SB, 16 * SB, C::BW / 16, CU_TENSOR_MAP_SWIZZLE_NONE);
   if (!ok) return cudaErrorInvalidValue;
   // Persistent grid: as many CTAs as fit on the device at once, at most one per tile.
   static const int resident = [&] {

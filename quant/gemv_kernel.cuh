@@ -89,14 +89,23 @@ __device__ __forceinline__ uint2 ld_code8(const void* p) {
   asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];\n" : "=r"(v.x), "=r"(v.y) : "l"(p));
   return v;
 }
-// SB scale bytes (4, 2 or 1) of one row and chunk, zero-extended.
+// The SB scale bytes (4, 2 or 1) of rows g and g + 8 of one chunk (adjacent in the GEMM layout),
+// zero-extended; zero where !v (nothing is read).
 template <int SB>
-__device__ __forceinline__ uint32_t ld_scale(const uint8_t* p) {
-  uint32_t v;
-  if constexpr (SB == 4) asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
-  else if constexpr (SB == 2) asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];\n" : "=r"(v) : "l"(p));
-  else asm volatile("ld.global.nc.L1::no_allocate.u8 %0, [%1];\n" : "=r"(v) : "l"(p));
-  return v;
+__device__ __forceinline__ void ld_scales(const uint8_t* p, bool v, uint32_t& a, uint32_t& b) {
+  if constexpr (SB == 4) {
+    const uint2 w = v ? ld_code8(p) : make_uint2(0, 0);
+    a = w.x;
+    b = w.y;
+  } else {
+    uint32_t w = 0;
+    if (v) {
+      if constexpr (SB == 2) asm volatile("ld.global.nc.L1::no_allocate.b32 %0, [%1];\n" : "=r"(w) : "l"(p));
+      else asm volatile("ld.global.nc.L1::no_allocate.u16 %0, [%1];\n" : "=r"(w) : "l"(p));
+    }
+    a = w & (SB == 2 ? 0xFFFFu : 0xFFu);
+    b = w >> (8 * SB);
+  }
 }
 // E8M0 byte -> 2^(b - 127) (b = 0: the fp32 subnormal 2^-127; 0xFF: NaN), branch-free.
 __device__ __forceinline__ float e8m0_f32(uint32_t b) {
@@ -158,7 +167,6 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
   const int nk = min(a.kcs, kc_total - kc0);       // chunks of this slice
   const int tile = warp % a.tiles, krun = warp / a.tiles;
   const int pitch = static_cast<int>(gemv_x_pitch(a.kcs));
-  const int64_t scale_step = static_cast<int64_t>(p.npad) * SB;  // bytes per chunk in the scale table
   const int rows = kGemvRows * a.tiles;                           // rows per row block
   const int w0 = krun * a.kcw, w1 = min(w0 + a.kcw, nk);          // this warp's chunks of the slice
   // The CTA's work is a stream of batches: row blocks blockIdx.y, + gridDim.y, ... (persistent
@@ -180,10 +188,9 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
     if (tid < a.tiles) {  // a tile's chunks of this slice: nk contiguous 512-byte blocks
       if (n0 + kGemvRows * tid < p.n)
         gemv::prefetch_l2(p.codes + (static_cast<int64_t>(n0 / kGemvRows + tid) * kc_total + kc0) * 512, nk * 512);
-    } else if (tid >= kGemvThreads / 2) {
-      const int nr = min(rows, p.npad - n0);  // scale rows past npad do not exist
-      for (int c = tid - kGemvThreads / 2; c < nk; c += kGemvThreads / 2)
-        gemv::prefetch_l2(p.scales + (static_cast<int64_t>(kc0 + c) * p.npad + n0) * SB, nr * SB);
+    } else if (tid >= kGemvThreads / 2 && tid - kGemvThreads / 2 < a.tiles) {  // and its scales: one run
+      const int t = tid - kGemvThreads / 2;
+      if (n0 + kGemvRows * t < p.n) gemv::prefetch_l2(p.scales + gemm_scale_chunk(n0 + kGemvRows * t, kc0, p.k, SB), nk * 16 * SB);
     }
   }
   // Code byte -> (value(low nibble), value(high nibble)) in T, 32 copies (one per bank) at
@@ -219,7 +226,7 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
     cu.live = blk < a.row_blocks && n0 < p.n;
     const int64_t kc = kc0 + w0;
     cu.ca = p.codes + gemm_chunk(n0 + g, kc, p.k) + r * 8;  // row g + 8: 256 bytes on
-    cu.sa = p.scales + (kc * p.npad + n0 + g) * SB;
+    cu.sa = p.scales + gemm_scale_chunk(n0, kc, p.k, SB) + g * 2 * SB;  // rows g, g + 8: adjacent
   };
   auto load = [&](Batch& bt, Cursor& cu) {  // nothing is read beyond the warp's run, the stream or N
     const int nv = cu.live ? min(U, w1 - (w0 + cu.sub * U)) : 0;
@@ -229,9 +236,8 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
       const bool v = j < nv;
       bt.ca[j] = v ? gemv::ld_code8(cu.ca + j * 512) : make_uint2(0, 0);  // 256 contiguous bytes per warp
       bt.cb[j] = v ? gemv::ld_code8(cu.ca + j * 512 + 256) : make_uint2(0, 0);
-      bt.sa[j] = v ? gemv::ld_scale<SB>(sa) : 0u;
-      bt.sb[j] = v ? gemv::ld_scale<SB>(sa + 8 * SB) : 0u;
-      sa += scale_step;
+      gemv::ld_scales<SB>(sa, v, bt.sa[j], bt.sb[j]);
+      sa += 16 * SB;
     }
     cu.ca += U * 512;
     cu.sa = sa;

@@ -11,8 +11,8 @@
 //     the byte that the linear layout has at 4j + r sits at 8r + j, so that lane r of an
 //     MMA quad reads its 8 bytes with one 64-bit load;
 //   - scales: chunk kc = k / 64 of row n owns chunk_scale_bytes(F) bytes at
-//     (kc * Npad + n) * chunk_scale_bytes(F), Npad = round_up(N, 16), so a CTA
-//     reads one contiguous run for its BN rows; padding bytes are zero;
+//     gemm_scale_chunk(n, kc): per (tile, chunk) one run of the 16 rows' bytes
+//     (rows g and g + 8 adjacent), in the order of the code blocks; padding bytes are zero;
 //   - scale2 as in LINEAR (NF4_DQ groups follow the row-major block order).
 #pragma once
 
@@ -66,10 +66,21 @@ VSTACK_HD constexpr int64_t code_byte(Layout l, int64_t n, int64_t k, int64_t K)
                              : gemm_chunk(n, k / 64, K) + gemm_byte_perm(static_cast<int>(k % 64) / 2);
 }
 
+// GEMM layout: the 16 rows of a tile keep the cs = chunk_scale_bytes bytes of one chunk in one run
+// of 16 cs bytes, runs in the order of the code blocks, rows ordered g0 h0, g0 h1, g1 h0, ...
+// (row 16 t + 8 h + g at slot 2 g + h): lane g of a warp reads rows g and g + 8 with one load.
+// Slot (in units of cs, from the tile group's start) of row nl of a group of whole tiles.
+VSTACK_HD constexpr int gemm_scale_slot(int nl) { return (nl & ~15) + ((nl & 7) << 1) + ((nl >> 3) & 1); }
+// First scale byte of row n's chunk kc; K columns.
+VSTACK_HD constexpr int64_t gemm_scale_chunk(int64_t n, int64_t kc, int64_t K, int cs) {
+  return (((n / 16) * (K / 64) + kc) * 16 + gemm_scale_slot(static_cast<int>(n % 16))) * cs;
+}
+
 // First scale byte of the block holding element (n, k).
 VSTACK_HD constexpr int64_t scale_byte(Format f, Layout l, int64_t n, int64_t k, int64_t N, int64_t K) {
+  (void)N;
   if (l == Layout::linear) return ((n * K + k) / block_size(f)) * scale_bytes(f);
-  const int64_t base = ((k / 64) * gemm_npad(N) + n) * chunk_scale_bytes(f);
+  const int64_t base = gemm_scale_chunk(n, k / 64, K, chunk_scale_bytes(f));
   // inside a chunk: NVFP4 4 u8 (one per 16), MXFP4 2 u8 (one per 32), NF4 one fp32, NF4_DQ one u8
   return f == Format::nvfp4 ? base + (k % 64) / 16 : f == Format::mxfp4 ? base + (k % 64) / 32 : base;
 }

@@ -41,6 +41,19 @@ TEST_CASE("GEMM code bytes: 512-byte (16-row tile, chunk) blocks in tile-major o
       CHECK(b % 512 / 32 == n % 16);                    // the row's 32 bytes in row order
     }
   CHECK(seen.size() == static_cast<size_t>(N * K / 2));
+  // scales: per (tile, chunk) one run of 16 rows, rows g and g + 8 adjacent
+  std::set<int64_t> sseen;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t kc = 0; kc < K / 64; ++kc) {
+      const int64_t b = gemm_scale_chunk(n, kc, K, 4);
+      CHECK(b / 64 == (n / 16) * (K / 64) + kc);
+      CHECK(b % 64 == (2 * (n % 8) + (n % 16) / 8) * 4);
+      CHECK(b == scale_byte(Format::nvfp4, Layout::gemm, n, kc * 64, N, K));
+      sseen.insert(b);
+    }
+  CHECK(sseen.size() == static_cast<size_t>(N * K / 64));
+  CHECK(sizes(Format::nvfp4, Layout::gemm, N, K).scales_bytes == N * K / 64 * 4);
+  for (int nl = 0; nl < 32; ++nl) CHECK(gemm_scale_slot(nl) == 16 * (nl / 16) + 2 * (nl % 8) + (nl % 16) / 8);
   // lane (g, r) of a warp: its 8 fragment bytes of row g at g * 32 + r * 8, of row g + 8 256 bytes on
   for (int g = 0; g < 8; ++g)
     for (int r = 0; r < 4; ++r)
@@ -98,7 +111,7 @@ TEST_CASE("pack to the GEMM layout and back is lossless; elements agree", "[quan
       const int64_t npad = gemm_npad(N), sb = chunk_scale_bytes(f);
       for (int64_t kc = 0; kc < K / 64; ++kc)
         for (int64_t n = N; n < npad; ++n)
-          for (int64_t i = 0; i < sb; ++i) REQUIRE(gem.scales[(kc * npad + n) * sb + i] == 0);
+          for (int64_t i = 0; i < sb; ++i) REQUIRE(gem.scales[gemm_scale_chunk(n, kc, K, static_cast<int>(sb)) + i] == 0);
       std::vector<float> y1(N * K), y2(N * K);
       ref::dequantize(lin, y1.data());
       ref::dequantize(gem, y2.data());
