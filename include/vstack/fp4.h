@@ -26,7 +26,7 @@ typedef enum vstack_fp4_format {
 
 typedef enum vstack_fp4_layout {
   VSTACK_FP4_LAYOUT_LINEAR = 0, /* row-major codes, one scale per block in order */
-  VSTACK_FP4_LAYOUT_GEMM = 1,   /* [N x K] weight, K % 64 == 0, permuted for the GEMM */
+  VSTACK_FP4_LAYOUT_GEMM = 1,   /* [N x K] weight, K % 64 == 0, in 16-row tiles for the GEMM (quant/FORMAT.md) */
 } vstack_fp4_layout_t;
 
 typedef struct vstack_fp4_tensor {
