@@ -26,9 +26,19 @@
 // warp; the CTA (16 warps, one per SM, persistent along N) streams its batches
 // across row blocks, so the loads of the next block are issued before this
 // block's partials are summed (two __syncthreads per block). x's K slice is
-// loaded once per CTA into shared memory (16-byte pieces XOR-swizzled by row
-// for ldmatrix; per-lane ldmatrix offsets precomputed); rows >= M of the 8-wide
-// mma column tile alias rows < M or are zero: those columns are never stored.
+// loaded once per CTA into shared memory in fragment order (Note [Decode x
+// fragments]); rows >= M of the 8-wide mma column tile alias rows < M or are
+// zero: those columns are never stored.
+//
+// Note [Decode x fragments]. Lane (g, r) needs, per chunk and mma column tile, the
+// B fragments of the four k16 steps: x row g at k = 16 s + 2 r, +1 and 16 s + 8 +
+// 2 r, +1 (8 words). x is stored so that these are 32 contiguous bytes per lane,
+// read with two 16-byte loads, the 16-byte units XOR-swizzled by row. At M = 1 all
+// 8 rows alias: 4 distinct addresses per load, one shared-memory wavefront each,
+// 2 per chunk where ldmatrix.x4 of the row-major slice took 8; M = 8: 8 either way.
+// Used for M <= 2 only: measured (H100, bench, nvfp4 M = 1) 8192^2 16.7 -> 16.6 us, 4096^2
+// 8.2 -> 7.0, 14336x4096 17.1 -> 15.9, 4096x14336 17.4 -> 16.4; at M = 4..16 it was as often
+// 3-12 % slower as faster (its x is stored before the first weight loads).
 // Measured (H100, 2026-11-22, same run as the old per-warp cp.async-ring kernel,
 // bench_fp4.py --decode): 4096^2 8.5 us (was 11.5), 8192^2 M = 1 22.9 (21.9),
 // M = 8 30.1 (23.8), M = 16 42.8 (45.9); 14336x4096 M = 1 20.6 (19.5);
@@ -146,8 +156,8 @@ struct Args {
 
 }  // namespace gemv
 
-// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16).
-template <Format F, typename T, int MT>
+// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). XF: x in fragment order (M <= 2).
+template <Format F, typename T, int MT, bool XF>
 __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(const GemmParams p, const gemv::Args a) {
   using D = dev::Dt<T>;
   constexpr int SB = chunk_scale_bytes(F);
@@ -243,10 +253,26 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
     cu.sa = sa;
     if (++cu.sub == nb) start_block(cu, cu.blk + ystep);
   };
-  // x rows [0, M) of this K slice (rows M..mrows-1 and pieces past the slice zero-filled), by
-  // cp.async issued before the first weight batches: issued after them, x's requests queued behind
-  // ~64 KB of weights per SM (trace, 8192^2 M = 1: compute began 5 us after pdl_wait).
-  {
+  // x rows [0, M) of this K slice (rows M..mrows-1 and pieces past the slice zero-filled).
+  // XF (M <= 2): in the order the mma B fragments take them (Note [Decode x fragments]), stored
+  // before the first weight loads are issued. Else row-major for ldmatrix, 16-byte pieces
+  // XOR-swizzled by row, by cp.async issued before the first weight batches: issued after them,
+  // x's requests queued behind ~64 KB of weights per SM (trace, 8192^2 M = 1: compute began 5 us
+  // after pdl_wait).
+  if constexpr (XF) {
+    const int per_row = pitch / 16;  // 16-byte pieces of 8 k values
+    const uint4* xg = static_cast<const uint4*>(p.x);
+    for (int i = tid; i < a.mrows * per_row; i += kGemvThreads) {
+      const int row = i / per_row, ch = i % per_row;
+      const bool v = row < p.m && ch < nk * 8;
+      const uint4 w = v ? __ldg(xg + (static_cast<int64_t>(row) * p.k + kc0 * 64) / 8 + ch) : make_uint4(0, 0, 0, 0);
+      const int s = (ch % 8) >> 1, hh = ch & 1;  // the piece's k16 step and k half
+      uint8_t* d = xs + row * pitch + (ch / 8) * 128 + (s & 1) * 8 + hh * 4;
+      const uint32_t wr[4] = {w.x, w.y, w.z, w.w};  // pair r: k 2 r, 2 r + 1 of the piece
+#pragma unroll
+      for (int r2 = 0; r2 < 4; ++r2) *reinterpret_cast<uint32_t*>(d + (((2 * r2 + (s >> 1)) ^ (row & 7)) * 16)) = wr[r2];
+    }
+  } else {
     const int per_row = pitch / 16;
     const char* xg = static_cast<const char*>(p.x);
     for (int i = tid; i < a.mrows * per_row; i += kGemvThreads) {
@@ -262,19 +288,25 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
   start_block(cur, static_cast<int>(blockIdx.y));
   load(b0, cur);
   load(b1, cur);
-  dev::cp_async_wait<0>();
+  if constexpr (!XF) dev::cp_async_wait<0>();
   __syncthreads();
 
-  // ldmatrix addresses of this lane, chunk 0: x row (lane & 7) + 8 mt (aliased below mrows),
-  // matrix mi = lane / 8 = step 2h + mi / 2, k half mi % 2; 16-byte pieces XOR-swizzled by row.
+  // This lane's x addresses, chunk 0. XF: fragment units 2 r + h of x row g + 8 mt (aliased below
+  // mrows). Else ldmatrix: x row (lane & 7) + 8 mt (aliased), matrix mi = lane / 8 = step 2h +
+  // mi / 2, k half mi % 2; 16-byte pieces XOR-swizzled by row.
   int xoff[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int mi = lane >> 3;
-      const int row = ((lane & 7) + 8 * mt) & (a.mrows - 1);
-      xoff[mt][h] = row * pitch + ((((2 * h + (mi >> 1)) * 2 + (mi & 1)) ^ (row & 7)) * 16);
+      if constexpr (XF) {
+        const int row = (g + 8 * mt) & (a.mrows - 1);
+        xoff[mt][h] = row * pitch + (((2 * r + h) ^ (row & 7)) * 16);
+      } else {
+        const int mi = lane >> 3;
+        const int row = ((lane & 7) + 8 * mt) & (a.mrows - 1);
+        xoff[mt][h] = row * pitch + ((((2 * h + (mi >> 1)) * 2 + (mi & 1)) ^ (row & 7)) * 16);
+      }
     }
   const uint8_t* lutb = smem;
   const uint32_t lane4 = static_cast<uint32_t>(lane) * 4;
@@ -296,8 +328,16 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        uint32_t rr[4];
-        dev::ldmatrix_x4(rr, xs + xoff[mt][h] + kc * 128);
+        uint32_t rr[4];  // steps 2h, 2h + 1: (b0, b1) each
+        if constexpr (XF) {
+          const uint4 v = *reinterpret_cast<const uint4*>(xs + xoff[mt][h] + kc * 128);
+          rr[0] = v.x;
+          rr[1] = v.y;
+          rr[2] = v.z;
+          rr[3] = v.w;
+        } else {
+          dev::ldmatrix_x4(rr, xs + xoff[mt][h] + kc * 128);
+        }
         bx[mt][2 * h][0] = rr[0];
         bx[mt][2 * h][1] = rr[1];
         bx[mt][2 * h + 1][0] = rr[2];
@@ -467,10 +507,10 @@ inline int forced_gemv_tiles() {
   return v;
 }
 
-template <Format F, typename T, int MT>
+template <Format F, typename T, int MT, bool XF>
 cudaError_t gemv_smem_optin() {
   static const cudaError_t attr =
-      cudaFuncSetAttribute(fp4_gemv_kernel<F, T, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      cudaFuncSetAttribute(fp4_gemv_kernel<F, T, MT, XF>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(gemv_smem(kGemvMaxM, kGemvXMaxBytes / (16 * 128))));
   return attr;
 }
@@ -478,7 +518,7 @@ cudaError_t gemv_smem_optin() {
 // Persistent CTAs along N: as many row-block workers (CTAs for s = 1, clusters of s CTAs else) as
 // run at once with smem bytes each. Asked once per (s, smem) and kernel (single device assumed, as
 // for the smem opt-in); the plan's model where the occupancy API fails.
-template <Format F, typename T, int MT>
+template <Format F, typename T, int MT, bool XF>
 int64_t gemv_workers(int s, int64_t smem, int sms) {
   struct Entry {
     int split = 0;
@@ -491,7 +531,7 @@ int64_t gemv_workers(int s, int64_t smem, int sms) {
   int n = 0;
   cudaError_t err;
   if (s == 1) {
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp4_gemv_kernel<F, T, MT>, kGemvThreads,
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp4_gemv_kernel<F, T, MT, XF>, kGemvThreads,
                                                         static_cast<size_t>(smem));
     n *= sms;
   } else {
@@ -506,7 +546,7 @@ int64_t gemv_workers(int s, int64_t smem, int sms) {
     la.val.clusterDim.z = 1;
     cfg.attrs = &la;
     cfg.numAttrs = 1;
-    err = cudaOccupancyMaxActiveClusters(&n, fp4_gemv_kernel<F, T, MT>, &cfg);
+    err = cudaOccupancyMaxActiveClusters(&n, fp4_gemv_kernel<F, T, MT, XF>, &cfg);
   }
   int64_t w = n;
   if (err != cudaSuccess || n < 1) {
@@ -521,13 +561,13 @@ int64_t gemv_workers(int s, int64_t smem, int sms) {
   return w;
 }
 
-template <Format F, typename T, int MT>
+template <Format F, typename T, int MT, bool XF>
 cudaError_t launch_gemv_mt(const GemmParams& p, cudaStream_t stream) {
-  if (const cudaError_t e = gemv_smem_optin<F, T, MT>(); e != cudaSuccess) return e;
+  if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF>(); e != cudaSuccess) return e;
   const bool clusters = p.cc >= 90;
   auto workers_of = [&](int s) -> int64_t {  // 0 where x's slice does not fit S = s
     const GemvPlan q = gemv_plan_for(p.m, p.n, p.k, s, 1, 1);
-    return q.ok ? gemv_workers<F, T, MT>(s, q.smem, p.sms) : 0;
+    return q.ok ? gemv_workers<F, T, MT, XF>(s, q.smem, p.sms) : 0;
   };
   int64_t workers[kGemvMaxSplit + 1] = {};
   for (int s = 1; s <= (clusters ? kGemvMaxSplit : 1); s *= 2) workers[s] = workers_of(s);
@@ -562,13 +602,14 @@ cudaError_t launch_gemv_mt(const GemmParams& p, cudaStream_t stream) {
   cfg.numAttrs = static_cast<unsigned>(na);
   gemv::Args a{static_cast<int>(pl.kc_per_cta), static_cast<int>(pl.kc_per_warp), pl.mrows, pl.tiles,
                static_cast<int>(pl.row_blocks)};
-  return cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT>, p, a);
+  return cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT, XF>, p, a);
 }
 
 template <Format F, typename T>
 cudaError_t launch_gemv(const GemmParams& p, cudaStream_t stream) {
-  if (p.m > 8) return launch_gemv_mt<F, T, 2>(p, stream);
-  return launch_gemv_mt<F, T, 1>(p, stream);
+  if (p.m > 8) return launch_gemv_mt<F, T, 2, false>(p, stream);
+  if (p.m > 2) return launch_gemv_mt<F, T, 1, false>(p, stream);
+  return launch_gemv_mt<F, T, 1, true>(p, stream);
 }
 
 }  // namespace vstack::quant
