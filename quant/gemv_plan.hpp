@@ -19,13 +19,18 @@
 // Note [Decode plan cost]. Fitted to a sweep of every (S, T) on the bench shapes (H100,
 // nvfp4, M = 1..16, 2026-11-22; docs/NOTES.md), in units of 0.01 us:
 //   2 x (16 x 64 tile-chunks of the busiest CTA: ceil(blocks / W) x T x chunks per slice)  the stream
-//   + 100 per row block a cluster sums through DSMEM (two cluster barriers)          S > 1
+//   + 300 per row block a cluster sums through DSMEM (two cluster barriers)          S > 1
 //   + 2 per KB of x a CTA loads before it can compute                                 x's slice
 //   + 25 if a warp's run is shorter than 8 chunks (two batches)                       short runs
 // ties: fewer tiles at S = 1 (shorter runs), more at S > 1 (fewer cluster barriers). On the 20
 // sweep cells it picks the best plan in 19 and one 10 % slower (4096^2 M = 16: S2T4 11.8 us, S1T2
 // 10.7); the previous rules were up to 25 % slower (4096x14336 M = 4 28.2 -> 23.6 us, M = 16
 // 49.4 -> 39.4; 8192^2 M = 8 28.7 -> 26.7, M = 16 40.7 -> 35.7; 4096^2 M = 1 8.6 -> 8.2).
+// Re-fitted on the tile layout (quant/FORMAT.md, "Tiles"; sweep of 11 forced plans x the 20 cells,
+// nvfp4, H100, 2026-11-22): the loads got faster and a cluster's barriers did not, so the cluster
+// term went from 100 to 300 (200-400 all pick the fastest plan within 3 % in every cell; 100 was up
+// to 19 % slower: 8192^2 M = 8 S2T8 21.6 us vs S1T1 18.2, 4096^2 M = 16 S2T4 10.5 vs S1T2 8.9,
+// 4096x14336 M = 4 S2T4 19.3 vs S1T1 17.2).
 #pragma once
 
 #include <cstdint>
@@ -76,7 +81,7 @@ constexpr int64_t gemv_workers_model(int sms, int s) {
 }
 
 inline constexpr int64_t kGemvCostChunk = 2;      // per tile-chunk of the busiest CTA
-inline constexpr int64_t kGemvCostCluster = 100;  // per row block summed across a cluster
+inline constexpr int64_t kGemvCostCluster = 300;  // per row block summed across a cluster
 inline constexpr int64_t kGemvCostXBytes = 512;   // x bytes per CTA per unit
 inline constexpr int64_t kGemvCostShortRun = 25;  // a warp's run under kGemvMinRun chunks
 
