@@ -169,7 +169,7 @@ vstack_status_t convert(bool quant, const void* data, vstack_dtype_t dtype, cons
       if (cudaError_t e = cudaMemsetAsync(q->scales, 0, sz.scales_bytes, st); e != cudaSuccess)
         return cuda_status(e, "cudaMemsetAsync(scales)");
       const int64_t tail = (q->rows / 16) * 16;  // the last, partial tile's blocks
-      if (cudaError_t e = cudaMemsetAsync(static_cast<uint8_t*>(q->codes) + tail * q->cols / 2, 0,
+      if (cudaError_t e = cudaMemsetAsync(static_cast<uint8_t*>(q->codes) + gemm_chunk(tail, 0, q->cols), 0,
                                           static_cast<size_t>((p.npad - tail) * q->cols / 2), st);
           e != cudaSuccess)
         return cuda_status(e, "cudaMemsetAsync(codes)");

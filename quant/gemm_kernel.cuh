@@ -144,24 +144,25 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
     for (int j = 0; j < C::NT; ++j) {
       const int nl = wn * C::WTN + j * 8 + (lane >> 2);
       cw[j] = *reinterpret_cast<const uint2*>(sW + nl * C::W_PITCH + wk * 32 + (lane & 3) * 8);
+      const uint8_t* sr = sS + gemm_scale_slot(nl) * SB;  // row nl's scale bytes of this chunk
       if constexpr (kPair && F == Format::nvfp4) {
-        const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + gemm_scale_slot(nl) * 4);
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(sr);
 #pragma unroll
         for (int s = 0; s < 4; ++s) sp[j][s] = scale_lut[(w >> (8 * s)) & 0xFFu];
       } else if constexpr (kPair) {  // MXFP4
-        const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + gemm_scale_slot(nl) * 2);
+        const uint32_t w = *reinterpret_cast<const uint16_t*>(sr);
 #pragma unroll
         for (int s = 0; s < 4; ++s) sp[j][s] = scale_lut[(w >> (8 * (s >> 1))) & 0xFFu];
       } else if constexpr (F == Format::nvfp4) {
-        const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + gemm_scale_slot(nl) * 4);
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(sr);
 #pragma unroll
         for (int s = 0; s < 4; ++s) sc[j][s] = e4m3_value((w >> (8 * s)) & 0xFFu);
       } else if constexpr (F == Format::mxfp4) {
-        const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + gemm_scale_slot(nl) * 2);
+        const uint32_t w = *reinterpret_cast<const uint16_t*>(sr);
 #pragma unroll
         for (int s = 0; s < 4; ++s) sc[j][s] = e8m0_value((w >> (8 * (s >> 1))) & 0xFFu);
       } else if constexpr (F == Format::nf4) {
-        const float v = *reinterpret_cast<const float*>(sS + gemm_scale_slot(nl) * 4);
+        const float v = *reinterpret_cast<const float*>(sr);
 #pragma unroll
         for (int s = 0; s < 4; ++s) sc[j][s] = v;
       } else {
@@ -169,7 +170,7 @@ __global__ void __launch_bounds__(C::THREADS) fp4_gemm_kernel(const GemmParams p
         float v = 0.0f;
         if (gn < p.n) {
           const float g2 = __ldg(p.scale2 + (static_cast<int64_t>(gn) * kc_total + kc) / kDqGroup);
-          v = e4m3_value(sS[gemm_scale_slot(nl)]) * g2;
+          v = e4m3_value(*sr) * g2;
         }
 #pragma unroll
         for (int s = 0; s < 4; ++s) sc[j][s] = v;

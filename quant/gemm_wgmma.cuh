@@ -223,28 +223,29 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
         for (int h = 0; h < 2; ++h) {
           const int r = r0 + 8 * h;
           c.cw[h] = *reinterpret_cast<const uint2*>(sW + r * 32 + q * 8);
+          const uint8_t* sr = sS + gemm_scale_slot(r) * SB;  // row r's scale bytes of this chunk
           if constexpr (kPair && F == Format::nvfp4) {
-            const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + gemm_scale_slot(r) * 4);
+            const uint32_t w = *reinterpret_cast<const uint32_t*>(sr);
 #pragma unroll
             for (int s = 0; s < 4; ++s) c.sp[h][s] = scale_lut[(w >> (8 * s)) & 0xFFu];
           } else if constexpr (kPair) {  // MXFP4
-            const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + gemm_scale_slot(r) * 2);
+            const uint32_t w = *reinterpret_cast<const uint16_t*>(sr);
             c.sp[h][0] = c.sp[h][1] = scale_lut[w & 0xFFu];
             c.sp[h][2] = c.sp[h][3] = scale_lut[w >> 8];
           } else if constexpr (F == Format::nvfp4) {
-            const uint32_t w = *reinterpret_cast<const uint32_t*>(sS + gemm_scale_slot(r) * 4);
+            const uint32_t w = *reinterpret_cast<const uint32_t*>(sr);
 #pragma unroll
             for (int s = 0; s < 4; ++s) c.sc[h][s] = sc_f32[(w >> (8 * s)) & 0xFFu];
           } else if constexpr (F == Format::mxfp4) {
-            const uint32_t w = *reinterpret_cast<const uint16_t*>(sS + gemm_scale_slot(r) * 2);
+            const uint32_t w = *reinterpret_cast<const uint16_t*>(sr);
             c.sc[h][0] = c.sc[h][1] = sc_f32[w & 0xFFu];
             c.sc[h][2] = c.sc[h][3] = sc_f32[w >> 8];
           } else if constexpr (F == Format::nf4) {
-            const float v = *reinterpret_cast<const float*>(sS + gemm_scale_slot(r) * 4);
+            const float v = *reinterpret_cast<const float*>(sr);
 #pragma unroll
             for (int s = 0; s < 4; ++s) c.sc[h][s] = v;
           } else {  // NF4_DQ: value(E4M3 code) * g2, one fp32 rounding as the reference (rows >= N: g2 = 0)
-            const float v = sc_f32[sS[gemm_scale_slot(r)]] * g2c[h];
+            const float v = sc_f32[*sr] * g2c[h];
 #pragma unroll
             for (int s = 0; s < 4; ++s) c.sc[h][s] = v;
           }

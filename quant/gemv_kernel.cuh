@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
     const int n0 = static_cast<int>(blockIdx.y) * rows;
     if (tid < a.tiles) {  // a tile's chunks of this slice: nk contiguous 512-byte blocks
       if (n0 + kGemvRows * tid < p.n)
-        gemv::prefetch_l2(p.codes + (static_cast<int64_t>(n0 / kGemvRows + tid) * kc_total + kc0) * 512, nk * 512);
+        gemv::prefetch_l2(p.codes + gemm_chunk(n0 + kGemvRows * tid, kc0, p.k), nk * 512);
     } else if (tid >= kGemvThreads / 2 && tid - kGemvThreads / 2 < a.tiles) {  // and its scales: one run
       const int t = tid - kGemvThreads / 2;
       if (n0 + kGemvRows * t < p.n) gemv::prefetch_l2(p.scales + gemm_scale_chunk(n0 + kGemvRows * t, kc0, p.k, SB), nk * 16 * SB);
