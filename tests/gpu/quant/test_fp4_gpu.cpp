@@ -131,7 +131,10 @@ const Format kFormats[] = {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf
 TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
   std::mt19937_64 rng(fresh_seed());
   struct Shape { int64_t rows, cols; };
-  const Shape shapes[] = {{1, 64}, {3, 128}, {17, 192}, {1, 64 * 300}, {100, 512}, {257, 1024}, {64, 64 * 257}, {10, 512}};
+  const Shape shapes[] = {{1, 64}, {3, 128}, {17, 192}, {1, 64 * 300}, {100, 512}, {257, 1024}, {64, 64 * 257}, {10, 512},
+                         {5, 8192}, {9, 4096}, {2, 16384}, {16 * 133 + 5, 2048}};
+  // {5, 8192}, {9, 4096}, {2, 16384}: NF4_DQ groups of 2, 4 and 1 whole rows, the last group partial;
+  // {16 * 133 + 5, 2048}: more tiles than CTAs in every format, and a partial last 16-row tile.
   // {10, 512}: rows at the ends of the fp32 range, where the kernel divides instead of using the
   // reciprocal (block scale outside [2^-90, 2^90]) or the quotient underflows; and a row of exact ties.
   const int extreme_exp[9] = {-140, -126, -110, -95, -88, 0, 88, 95, 120};
@@ -221,18 +224,21 @@ struct MatmulShape {
 
 // One matmul against the fp64 product of x and the CPU-decoded weights, with the bound below;
 // outputs poisoned, determinism checked by a second launch. Returns ||y - ref|| / ||ref||.
-double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with_bias, std::mt19937_64& rng) {
+// w_exp, x_exp: weights scaled by 2^w_exp, x by 2^x_exp.
+double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with_bias, std::mt19937_64& rng,
+                    int w_exp = 0, int x_exp = 0) {
   INFO("format " << static_cast<int>(f) << " dtype " << dtype_name(dt) << " m " << s.m << " n " << s.n << " k "
-                 << s.k << " bias " << with_bias);
+                 << s.k << " bias " << with_bias << " w_exp " << w_exp << " x_exp " << x_exp);
   // Weights kept in f16 range for the f16 path (decoded weights are rounded to x's dtype).
   std::vector<float> w = random_matrix(s.n, s.k, rng);
+  for (auto& v : w) v = std::ldexp(v, w_exp);
   ref::QTensor q;
   REQUIRE(ref::quantize(w.data(), s.n, s.k, f, Layout::gemm, q));
   std::vector<float> wd(s.n * s.k);
   ref::dequantize(q, wd.data());
   std::normal_distribution<float> nd;
   std::vector<float> x(s.m * s.k), b(s.n);
-  for (auto& v : x) v = nd(rng);
+  for (auto& v : x) v = std::ldexp(nd(rng), x_exp);
   for (auto& v : b) v = nd(rng);
   const auto xb = as_dtype(x, dt);
   const auto bb = as_dtype(b, dt);
@@ -306,6 +312,23 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
           worst_rel = std::max(worst_rel, check_matmul(s, f, dt, with_bias, rng));
         }
   std::printf("fp4_gpu_tests: worst ||y - ref|| / ||ref|| over all matmul cases: %.3g\n", worst_rel);
+}
+
+// MXFP4 blocks at the bottom of the E8M0 range: weights 2^-122 times the usual 2^-8..2^8 spread, so
+// many blocks take the subnormal scale byte 0 (2^-127), which the decode kernel handles off its fast
+// path (Note [E8M0 pairs]); x 2^100 (bf16 only: f16 cannot hold it), outputs near 2^-20, no bias
+// (it would hide them). Not x 2^122: the decode kernel sums a block's x * E2M1 value in fp32 before
+// the scale, which overflows once |x| * 6 * 32 nears 2^128 (NOTES.md); the wgmma kernel does not.
+TEST_CASE("matmul: MXFP4 at the smallest block scales", "[gpu][quant]") {
+  std::mt19937_64 rng(fresh_seed());
+  const MatmulShape shapes[] = {{1, 512, 4096}, {4, 1024, 8192}, {16, 256, 2048}, {300, 128, 512}};
+  for (const MatmulShape& s : shapes) check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, false, rng, -122, 100);
+  // the case is exercised: such weights give byte 0 to many blocks (amax < 2^-124)
+  std::vector<float> w = random_matrix(256, 2048, rng);
+  for (auto& v : w) v = std::ldexp(v, -122);
+  ref::QTensor q;
+  REQUIRE(ref::quantize(w.data(), 256, 2048, Format::mxfp4, Layout::gemm, q));
+  CHECK(std::count(q.scales.begin(), q.scales.end(), uint8_t{0}) > 0);
 }
 
 // Every decode plan the kernel can take, whatever the device's heuristic picks: run.sh runs this
