@@ -102,10 +102,12 @@ def bench_convert(fmt, n_rows=8192, n_cols=8192):
     q = fp4.quantize(w, fmt)
     out = {}
     tq = graph_time([lambda: torch.ops.vstack.fp4_quantize(w, fp4.FORMATS[fmt], 1)], reps=7, inner=5)
+    tl = graph_time([lambda: torch.ops.vstack.fp4_quantize(w, fp4.FORMATS[fmt], 0)], reps=7, inner=5)
     bq = w.numel() * 2 * (2 if fmt == "nvfp4" else 1) + q.nbytes  # NVFP4 reads x twice (amax pass)
     td = graph_time([lambda: fp4.dequantize(q, torch.bfloat16)], reps=7, inner=5)
     bd = q.nbytes + w.numel() * 2
-    out["quantize_us"], out["quantize_GBps"] = tq * 1e6, bq / tq / 1e9
+    out["quantize_us"], out["quantize_GBps"] = tq * 1e6, bq / tq / 1e9  # GEMM layout (what matmul reads)
+    out["quantize_linear_us"], out["quantize_linear_GBps"] = tl * 1e6, bq / tl / 1e9  # same bytes at 8192^2
     out["dequantize_us"], out["dequantize_GBps"] = td * 1e6, bd / td / 1e9
     return out
 
@@ -151,7 +153,8 @@ def main():
         pc = lambda gbps: f"{100 * gbps * 1e9 / hbm:4.0f}% copy {100 * gbps * 1e9 / hbm_read:4.0f}% read"
         print(f"convert {fmt:7s} 8192x8192 bf16: quantize {c['quantize_us']:8.1f} us {c['quantize_GBps']:7.0f} GB/s"
               f" ({pc(c['quantize_GBps'])})  dequantize {c['dequantize_us']:8.1f} us "
-              f"{c['dequantize_GBps']:7.0f} GB/s ({pc(c['dequantize_GBps'])})", flush=True)
+              f"{c['dequantize_GBps']:7.0f} GB/s ({pc(c['dequantize_GBps'])})  linear-layout quantize "
+              f"{c['quantize_linear_us']:6.1f} us ({pc(c['quantize_linear_GBps'])})", flush=True)
     shapes = [(8192, 8192), (4096, 4096), (14336, 4096), (4096, 14336)]
     Ms = [1, 2, 4, 8, 16, 32, 128, 1024, 4096]
     if args.quick:
