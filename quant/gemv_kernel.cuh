@@ -117,19 +117,6 @@ __device__ __forceinline__ void ld_scales(const uint8_t* p, bool v, uint32_t& a,
     b = w >> (8 * SB);
   }
 }
-// E8M0 byte -> 2^(b - 127) (b = 0: the fp32 subnormal 2^-127; 0xFF: NaN), branch-free.
-// Note [E8M0 pairs]: the decode kernel reads a chunk's four E8M0 bytes (rows g and g + 8, two
-// blocks each) as one word. For b in 1..254 the fp32 bits of 2^(b - 127) are b << 23: a shift
-// and a mask per byte. Whether any byte is 0x00 or 0xFF is one test on the word (a zero byte of
-// w or of ~w: (v - 0x01010101) & ~v & 0x80808080 is nonzero exactly then); only then does the
-// lane take e8m0_f32 per byte. Before: e8m0_f32 per byte, 5 instructions each (two compares,
-// two selects, a shift). MXFP4 M = 1 (bench, H100, 2026-11-22, builds alternated twice in one
-// call): 8192^2 19.0-19.2 -> 18.7 us, 4096x14336 16.8-17.2 -> 16.6-16.7, the other cells within
-// +-1 %. Only the MT = 1 instances: at MT = 2 ptxas spilled 16 bytes and M = 16 ran 3 % slower.
-__device__ __forceinline__ float e8m0_f32(uint32_t b) {
-  const uint32_t u = b == 0u ? 0x00400000u : b == 0xFFu ? 0x7FC00000u : b << 23;
-  return __uint_as_float(u);
-}
 
 // Bulk L2 prefetch of [p, p + bytes) (16-byte aligned, bytes a multiple of 16); sm_90+, else nothing.
 __device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
@@ -354,18 +341,13 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
     // Block scales of rows g and g+8: sc[0 / 1][group]
     float sc[2][NG];
     constexpr bool kE8m0Pairs = F == Format::mxfp4 && MT == 1;  // MT = 2: ptxas spilled 16 bytes, 3 % slower
-    if constexpr (kE8m0Pairs) {  // Note [E8M0 pairs]: byte j of w to bits 23..30
-      const uint32_t w = s_a | (s_b << 16);
-      sc[0][0] = __uint_as_float((w << 23) & 0x7F800000u);
-      sc[0][1] = __uint_as_float((w << 15) & 0x7F800000u);
-      sc[1][0] = __uint_as_float((w << 7) & 0x7F800000u);
-      sc[1][1] = __uint_as_float((w >> 1) & 0x7F800000u);
-      if ((((w - 0x01010101u) & ~w) | ((~w - 0x01010101u) & w)) & 0x80808080u) {  // a byte 0x00 or 0xFF
-        sc[0][0] = gemv::e8m0_f32(s_a & 0xFFu);
-        sc[0][1] = gemv::e8m0_f32(s_a >> 8);
-        sc[1][0] = gemv::e8m0_f32(s_b & 0xFFu);
-        sc[1][1] = gemv::e8m0_f32(s_b >> 8);
-      }
+    if constexpr (kE8m0Pairs) {  // Note [E8M0 pairs] (quant/format.hpp)
+      float s4[4];
+      e8m0x4_value(s_a, s_b, s4);
+      sc[0][0] = s4[0];
+      sc[0][1] = s4[1];
+      sc[1][0] = s4[2];
+      sc[1][1] = s4[3];
     }
 #pragma unroll
     for (int h = 0; h < 2 && !kE8m0Pairs; ++h) {
@@ -373,8 +355,8 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
       if constexpr (F == Format::nvfp4) {
         gemv::e4m3x4_to_f32(w, sc[h]);
       } else if constexpr (F == Format::mxfp4) {
-        sc[h][0] = gemv::e8m0_f32(w & 0xFFu);
-        sc[h][1] = gemv::e8m0_f32(w >> 8);
+        sc[h][0] = e8m0_value_sel(w & 0xFFu);
+        sc[h][1] = e8m0_value_sel(w >> 8);
       } else if constexpr (F == Format::nf4) {
         sc[h][0] = __uint_as_float(w);
       } else {

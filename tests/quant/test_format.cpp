@@ -123,6 +123,34 @@ TEST_CASE("E8M0 scale codes", "[quant][format]") {
   CHECK(floor_log2(FLT_MAX) == 127);
 }
 
+// Note [E8M0 pairs]: the decode kernel's four-byte E8M0 decode gives e8m0_value's bits for every
+// byte, and takes its slow path exactly for words with a 0x00 or 0xFF byte. Every low pair lo
+// against high pairs made of bytes near the edges and in the middle, plus random words.
+TEST_CASE("E8M0 pairs decode as e8m0_value, special bytes found exactly", "[quant][format]") {
+  const uint32_t edge[] = {0, 1, 2, 3, 126, 127, 128, 129, 252, 253, 254, 255};
+  std::vector<uint32_t> his;
+  for (uint32_t a : edge)
+    for (uint32_t b : edge) his.push_back(a | (b << 8));
+  std::mt19937 rng(12345);
+  for (int i = 0; i < 64; ++i) his.push_back(rng() & 0xFFFFu);
+  int64_t wrong = 0, flag_wrong = 0;
+  for (uint32_t hi : his)
+    for (uint32_t lo = 0; lo < 0x10000u; ++lo) {
+      const uint32_t w = lo | (hi << 16);
+      float s[4];
+      e8m0x4_value(lo, hi, s);
+      bool special = false;
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t b = (w >> (8 * j)) & 0xFFu;
+        special = special || b == 0u || b == 0xFFu;
+        wrong += f32_bits(s[j]) != f32_bits(e8m0_value(b));
+      }
+      flag_wrong += e8m0x4_special(w) != special;
+    }
+  CHECK(wrong == 0);
+  CHECK(flag_wrong == 0);
+}
+
 TEST_CASE("NF4 table and nearest-value encoding", "[quant][format]") {
   // bitsandbytes' NF4 values
   const double bnb[16] = {-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
