@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
