@@ -77,8 +77,7 @@ VSTACK_HD constexpr int64_t gemm_scale_chunk(int64_t n, int64_t kc, int64_t K, i
 }
 
 // First scale byte of the block holding element (n, k).
-VSTACK_HD constexpr int64_t scale_byte(Format f, Layout l, int64_t n, int64_t k, int64_t N, int64_t K) {
-  (void)N;
+VSTACK_HD constexpr int64_t scale_byte(Format f, Layout l, int64_t n, int64_t k, int64_t K) {
   if (l == Layout::linear) return ((n * K + k) / block_size(f)) * scale_bytes(f);
   const int64_t base = gemm_scale_chunk(n, k / 64, K, chunk_scale_bytes(f));
   // inside a chunk: NVFP4 4 u8 (one per 16), MXFP4 2 u8 (one per 32), NF4 one fp32, NF4_DQ one u8

@@ -80,7 +80,7 @@ uint32_t code_at(const QTensor& q, int64_t n, int64_t k) {
 }
 
 float scale_at(const QTensor& q, int64_t n, int64_t k) {
-  const int64_t off = scale_byte(q.format, q.layout, n, k, q.rows, q.cols);
+  const int64_t off = scale_byte(q.format, q.layout, n, k, q.cols);
   const float s2 = q.scale2.empty() ? 1.0f : q.scale2[scale2_index(q.format, n, k, q.cols)];
   switch (q.format) {
     case Format::nvfp4: return block_scale<Format::nvfp4>(q.scales[off], s2);
@@ -123,8 +123,8 @@ QTensor relayout(const QTensor& src, Layout to) {
   const int B = block_size(src.format), sb = scale_bytes(src.format);
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; k += B)
-      std::memcpy(&d.scales[scale_byte(src.format, to, n, k, N, K)],
-                  &src.scales[scale_byte(src.format, src.layout, n, k, N, K)], sb);
+      std::memcpy(&d.scales[scale_byte(src.format, to, n, k, K)],
+                  &src.scales[scale_byte(src.format, src.layout, n, k, K)], sb);
   return d;
 }
 

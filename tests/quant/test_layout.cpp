@@ -48,7 +48,7 @@ TEST_CASE("GEMM code bytes: 512-byte (16-row tile, chunk) blocks in tile-major o
       const int64_t b = gemm_scale_chunk(n, kc, K, 4);
       CHECK(b / 64 == (n / 16) * (K / 64) + kc);
       CHECK(b % 64 == (2 * (n % 8) + (n % 16) / 8) * 4);
-      CHECK(b == scale_byte(Format::nvfp4, Layout::gemm, n, kc * 64, N, K));
+      CHECK(b == scale_byte(Format::nvfp4, Layout::gemm, n, kc * 64, K));
       sseen.insert(b);
     }
   CHECK(sseen.size() == static_cast<size_t>(N * K / 64));
