@@ -257,6 +257,15 @@ constexpr int kQuantMinCtas = sizeof(T) == 4 ? 1 : (L == Layout::gemm ? 768 : 10
 // spread. NF4_DQ 77 % in every variant (82 % before the tile layout): not understood.
 template <Format F, Layout L>
 constexpr bool quant_row_tiles() { return L == Layout::gemm && F != Format::nf4_dq; }
+// A row tile's step i is rows q + 4 i (q = lane / 8 < 4): their scale slots are q's slot plus
+// 8 (i % 2) + i / 2 (the step the kernel adds instead of calling gemm_scale_slot per step).
+constexpr bool row_tile_slot_steps_ok() {
+  for (int q = 0; q < 4; ++q)
+    for (int i = 0; i < kQuantIters; ++i)
+      if (gemm_scale_slot(q + 4 * i) != gemm_scale_slot(q) + 8 * (i & 1) + (i >> 1)) return false;
+  return true;
+}
+static_assert(kQuantIters == 4 && row_tile_slot_steps_ok(), "row tiles: 16 rows in 4 steps of 4, slot steps");
 template <Format F, Layout L>
 constexpr int64_t quant_tiles(int64_t chunks, int64_t kc_per_row) {
   if constexpr (quant_row_tiles<F, L>()) {
@@ -299,7 +308,7 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
     c.ok = r.kc_ok && r.row + 4 * i < rows;
     c.elem = r.elem + 4 * i * K;
     c.code = r.code + 128 * i;
-    c.scale = r.scale + (8 * (i & 1) + (i >> 1)) * CS;  // slot 2 (row % 8) + row / 8 % 2
+    c.scale = r.scale + (8 * (i & 1) + (i >> 1)) * CS;  // slot steps: row_tile_slot_steps_ok
     return c;
   };
   Raw8<T> next[IT];
