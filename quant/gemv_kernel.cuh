@@ -141,6 +141,19 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// Split cluster barrier (sm_90+; all threads of the cluster, warp-uniform): arrive (release),
+// then wait (acquire) until every thread of the cluster has arrived in the current phase.
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
 struct Args {
   int kcs;         // chunks per CTA
   int kcw;         // chunks per warp
@@ -151,8 +164,23 @@ struct Args {
 
 }  // namespace gemv
 
-// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). XF: x in fragment order (M <= 2).
-template <Format F, typename T, int MT, bool XF>
+// Note [Split sums]. With K split over a cluster, each row block ends with: write this CTA's sums to
+// `part`, cluster barrier, read every rank's `part` for this rank's rows, and a second barrier so that
+// no CTA overwrites or frees its `part` while others read it. The SPLIT instance (launched for S > 1)
+// turns that second barrier into an arrive (release) whose wait (acquire) comes just before `part`
+// is next written, or at exit: a rank no longer stalls on the slowest one twice per block.
+// Measured (H100, 2026-11-22, bench_fp4.py, 3 alternations with the old kernels in one call):
+// 8192x28672 M = 8 (S8T8, up to 5 blocks per cluster) 72.4-73.3 -> 68.4-68.7 us nvfp4, M = 16
+// 86.7-87.5 -> 83.9-85.0; 4096x14336 M = 16 32.2-33.2 -> 31.1-31.5; forced multi-block plans 9-14 %
+// faster; one-block plans (8192^2 M = 16) unchanged. The S = 1 instance keeps the two-barrier form
+// (reachable only if launched with S > 1): the same change there, or removing the cluster path from
+// it, altered ptxas's allocation of the main loop (spills of 8-24 bytes in the NF4 / MXFP4 kernels,
+// NVFP4 S = 1 cells 1-7 % slower; docs/NOTES.md). As it stands the S = 1 instances' SASS is identical
+// to the kernels before the split, and the SPLIT instances' to the variant timed above.
+//
+// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). XF: x in fragment order (M <= 2). SPLIT: launched
+// with K split over a cluster (Note [Split sums]).
+template <Format F, typename T, int MT, bool XF, bool SPLIT>
 __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(const GemmParams p, const gemv::Args a) {
   using D = dev::Dt<T>;
   constexpr int SB = chunk_scale_bytes(F);
@@ -432,9 +460,11 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
     }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     // Split K: the gridDim.x CTAs of this row block are one cluster; sum their partials
-    // through distributed shared memory in rank order (deterministic).
+    // through distributed shared memory in rank order (deterministic). Note [Split sums].
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
+    if constexpr (SPLIT)  // every rank is done reading this CTA's previous partials (arrive below)
+      if (rb != static_cast<int>(blockIdx.y)) gemv::cluster_wait();
     for (int i = tid; i < rows * 16; i += kGemvThreads) part[i] = cta_sum(i);
     cluster.sync();
     const int S = static_cast<int>(gridDim.x), rank = static_cast<int>(blockIdx.x);
@@ -448,7 +478,8 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
       for (int q = 0; q < S; ++q) v += cluster.map_shared_rank(part, q)[rl * 16 + m];
       store(n, m, v);
     }
-    cluster.sync();  // keep this CTA's partials alive until every rank has read them
+    if constexpr (SPLIT) gemv::cluster_arrive();  // done reading: waited for above, or at exit
+    else cluster.sync();  // keep this CTA's partials alive until every rank has read them
 #endif
   };
   // The compute cursor: the row block and place of the batch being computed.
@@ -488,6 +519,8 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
       next();
     }
   }
+  if constexpr (SPLIT)  // keep this CTA's partials alive until every rank has read the last block's
+    if (gridDim.x > 1 && nq > 0) gemv::cluster_wait();
 }
 
 // VSTACK_GEMV_SPLIT=<s> forces the split of the decode kernel (1..8, where x's slice fits): for
@@ -511,10 +544,10 @@ inline int forced_gemv_tiles() {
   return v;
 }
 
-template <Format F, typename T, int MT, bool XF>
+template <Format F, typename T, int MT, bool XF, bool SPLIT>
 cudaError_t gemv_smem_optin() {
   static const cudaError_t attr =
-      cudaFuncSetAttribute(fp4_gemv_kernel<F, T, MT, XF>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      cudaFuncSetAttribute(fp4_gemv_kernel<F, T, MT, XF, SPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(gemv_smem(kGemvMaxM, kGemvXMaxBytes / (16 * 128))));
   return attr;
 }
@@ -522,7 +555,7 @@ cudaError_t gemv_smem_optin() {
 // Persistent CTAs along N: as many row-block workers (CTAs for s = 1, clusters of s CTAs else) as
 // run at once with smem bytes each. Asked once per (s, smem) and kernel (single device assumed, as
 // for the smem opt-in); the plan's model where the occupancy API fails.
-template <Format F, typename T, int MT, bool XF>
+template <Format F, typename T, int MT, bool XF, bool SPLIT>
 int64_t gemv_workers(int s, int64_t smem, int sms) {
   struct Entry {
     int split = 0;
@@ -535,7 +568,7 @@ int64_t gemv_workers(int s, int64_t smem, int sms) {
   int n = 0;
   cudaError_t err;
   if (s == 1) {
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp4_gemv_kernel<F, T, MT, XF>, kGemvThreads,
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp4_gemv_kernel<F, T, MT, XF, SPLIT>, kGemvThreads,
                                                         static_cast<size_t>(smem));
     n *= sms;
   } else {
@@ -550,7 +583,7 @@ int64_t gemv_workers(int s, int64_t smem, int sms) {
     la.val.clusterDim.z = 1;
     cfg.attrs = &la;
     cfg.numAttrs = 1;
-    err = cudaOccupancyMaxActiveClusters(&n, fp4_gemv_kernel<F, T, MT, XF>, &cfg);
+    err = cudaOccupancyMaxActiveClusters(&n, fp4_gemv_kernel<F, T, MT, XF, SPLIT>, &cfg);
   }
   int64_t w = n;
   if (err != cudaSuccess || n < 1) {
@@ -567,11 +600,14 @@ int64_t gemv_workers(int s, int64_t smem, int sms) {
 
 template <Format F, typename T, int MT, bool XF>
 cudaError_t launch_gemv_mt(const GemmParams& p, cudaStream_t stream) {
-  if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF>(); e != cudaSuccess) return e;
+  if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF, false>(); e != cudaSuccess) return e;
   const bool clusters = p.cc >= 90;
+  if (clusters)
+    if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF, true>(); e != cudaSuccess) return e;
   auto workers_of = [&](int s) -> int64_t {  // 0 where x's slice does not fit S = s
     const GemvPlan q = gemv_plan_for(p.m, p.n, p.k, s, 1, 1);
-    return q.ok ? gemv_workers<F, T, MT, XF>(s, q.smem, p.sms) : 0;
+    if (!q.ok) return 0;
+    return s == 1 ? gemv_workers<F, T, MT, XF, false>(s, q.smem, p.sms) : gemv_workers<F, T, MT, XF, true>(s, q.smem, p.sms);
   };
   int64_t workers[kGemvMaxSplit + 1] = {};
   for (int s = 1; s <= (clusters ? kGemvMaxSplit : 1); s *= 2) workers[s] = workers_of(s);
@@ -606,7 +642,8 @@ cudaError_t launch_gemv_mt(const GemmParams& p, cudaStream_t stream) {
   cfg.numAttrs = static_cast<unsigned>(na);
   gemv::Args a{static_cast<int>(pl.kc_per_cta), static_cast<int>(pl.kc_per_warp), pl.mrows, pl.tiles,
                static_cast<int>(pl.row_blocks)};
-  return cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT, XF>, p, a);
+  return pl.split > 1 ? cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT, XF, true>, p, a)
+                      : cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT, XF, false>, p, a);
 }
 
 template <Format F, typename T>
