@@ -128,31 +128,22 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int bytes) {
 #endif
 }
 
-// Programmatic dependent launch (sm_90+): let the next kernel in the stream start its
-// prologue now; wait for the previous one's memory before touching global memory.
-__device__ __forceinline__ void pdl_launch_dependents() {
+// One sm_90+ instruction with a memory clobber; nothing on older devices.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#define VSTACK_GEMV_SM90_OP(insn) asm volatile(insn "\n" ::: "memory")
+#else
+#define VSTACK_GEMV_SM90_OP(insn) ((void)0)
 #endif
-}
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
 
-// Split cluster barrier (sm_90+; all threads of the cluster, warp-uniform): arrive (release),
-// then wait (acquire) until every thread of the cluster has arrived in the current phase.
-__device__ __forceinline__ void cluster_arrive() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cluster_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-#endif
-}
+// Programmatic dependent launch: let the next kernel in the stream start its prologue now;
+// wait for the previous one's memory before touching global memory.
+__device__ __forceinline__ void pdl_launch_dependents() { VSTACK_GEMV_SM90_OP("griddepcontrol.launch_dependents;"); }
+__device__ __forceinline__ void pdl_wait() { VSTACK_GEMV_SM90_OP("griddepcontrol.wait;"); }
+
+// Split cluster barrier (all threads of the cluster, warp-uniform): arrive (release), then wait
+// (acquire) until every thread of the cluster has arrived in the current phase.
+__device__ __forceinline__ void cluster_arrive() { VSTACK_GEMV_SM90_OP("barrier.cluster.arrive.release.aligned;"); }
+__device__ __forceinline__ void cluster_wait() { VSTACK_GEMV_SM90_OP("barrier.cluster.wait.acquire.aligned;"); }
 
 struct Args {
   int kcs;         // chunks per CTA
