@@ -30,7 +30,10 @@
 // nvfp4, H100, 2026-11-22): the loads got faster and a cluster's barriers did not, so the cluster
 // term went from 100 to 300 (200-400 all pick the fastest plan within 3 % in every cell; 100 was up
 // to 19 % slower: 8192^2 M = 8 S2T8 21.6 us vs S1T1 18.2, 4096^2 M = 16 S2T4 10.5 vs S1T2 8.9,
-// 4096x14336 M = 4 S2T4 19.3 vs S1T1 17.2).
+// 4096x14336 M = 4 S2T4 19.3 vs S1T1 17.2). The 300 was fitted while a cluster's row block paid two
+// blocking barriers; since Note [Split sums] (quant/gemv_kernel.cuh) the second one rarely blocks
+// (multi-block split plans 9-14 % faster) and the term has not been re-fitted. On the cells swept
+// since (docs/NOTES.md, "Plan sweep on large shapes") the plan is the fastest or within 1.5 % in 5 of 6.
 #pragma once
 
 #include <cstdint>
