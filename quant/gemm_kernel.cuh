@@ -43,6 +43,9 @@ struct GemmParams {
   void* y;
   int m, n, k, npad;
   int sms, cc;  // the device's SM count and compute capability (10 * major + minor)
+  // The decode kernel's split-K workspace (Note [Workspace split] in gemv_kernel.cuh), set by its launcher.
+  float* ws_part = nullptr;
+  unsigned* ws_count = nullptr;
 };
 
 using GemmLaunchFn = cudaError_t (*)(const GemmParams&, cudaStream_t);

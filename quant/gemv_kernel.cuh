@@ -63,7 +63,13 @@
 
 #include <cooperative_groups.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <vector>
 
 #include "quant/device.cuh"
 #include "quant/format.hpp"
@@ -167,11 +173,33 @@ struct Args {
 // (reachable only if launched with S > 1): the same change there, or removing the cluster path from
 // it, altered ptxas's allocation of the main loop (spills of 8-24 bytes in the NF4 / MXFP4 kernels,
 // NVFP4 S = 1 cells 1-7 % slower; docs/NOTES.md). As it stands the S = 1 instances' SASS is identical
-// to the kernels before the split, and the SPLIT instances' to the variant timed above.
+// to the kernels before the split, and the SPLIT instances' to the variant timed above (apart from the
+// parameter offsets, since GemmParams holds the workspace).
+//
+// Note [Workspace split]. A cluster holds at most 8 CTAs and must fit in one GPC, so the H100 runs 15
+// clusters of 8 (120 SMs) or 30 of 4; with row blocks that do not divide evenly the busiest cluster
+// does up to 40 % more than the average (4096x14336 M = 16, S8T8: 32 blocks on 15 clusters, 3 for the
+// busiest). The WS instance splits K without clusters: the S CTAs of a row block are any S CTAs of the
+// grid (S x resident / S of them, persistent along N as before). Each writes its CTA sums of row block
+// rb to its slot of the workspace (fp32, [row block][slice][rows][16]), fences, and counts itself in
+// on the block's counter; the CTA that arrives last reads the S slots in slice order, stores y and
+// sets the counter back to 0. So the sums are those of the cluster path, in the same order (y is the
+// same bits for the same (S, T): checked on the GPU for four formats), nothing waits, and every launch
+// leaves the counters at 0 for the next. The workspace is the launcher's (gemv_workspace below): one
+// per device and stream for eager launches, one per capture for graphs.
+// Measured (H100, 2026-11-22, bench_fp4.py: CUDA-graph replays, the plan's choice, two alternations with
+// the cluster-only kernels, µs): 4096x14336 M = 16 (S4T8 against S8T8 in clusters) nvfp4 31.3-31.6 ->
+// 24.6-25.0, nf4 29.8 -> 24.3-24.6, mxfp4 32.5-32.6 -> 24.1-24.5, nf4_dq 33.7-33.9 -> 25.1-25.6;
+// 8192x28672 M = 8 (S4T8 against S8T8) nvfp4 67.1-67.4 -> 63.4-63.5, nf4_dq 72.8-73.7 -> 62.4. It loses
+// where clusters balance as well (8192^2 M = 16 S2T8 27.5 against 26.0-26.5; 8192x28672 M = 16 S8T8
+// 83.4-83.5 against 82.1-82.8), and the cost model keeps the clusters there (Note [Decode plan cost]).
+// The last CTA must have its S loads in flight together: summed in a loop of one load per trip
+// (#pragma unroll 1, tried against a spill), 8192x28672 M = 16 took 97 us instead of 83.
 //
 // MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). XF: x in fragment order (M <= 2). SPLIT: launched
-// with K split over a cluster (Note [Split sums]).
-template <Format F, typename T, int MT, bool XF, bool SPLIT>
+// with K split over S > 1 CTAs: a cluster (Note [Split sums]), or with WS the workspace (Note
+// [Workspace split]).
+template <Format F, typename T, int MT, bool XF, bool SPLIT, bool WS = false>
 __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(const GemmParams p, const gemv::Args a) {
   using D = dev::Dt<T>;
   constexpr int SB = chunk_scale_bytes(F);
@@ -442,6 +470,34 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
         acc[mt][e] = 0.0f;
       }
     __syncthreads();
+    if constexpr (WS) {  // Note [Workspace split]
+      const int S = static_cast<int>(gridDim.x);
+      const int64_t slot = static_cast<int64_t>(rows) * 16;
+      float* mine = p.ws_part + (static_cast<int64_t>(rb) * S + blockIdx.x) * slot;
+      for (int i = tid; i < rows * 16; i += kGemvThreads)
+        if (i % 16 < p.m) __stcg(mine + i, cta_sum(i));
+      __threadfence();  // this CTA's sums are visible device-wide before it counts itself in
+      __syncthreads();
+      __shared__ int last;
+      if (tid == 0) last = atomicAdd(p.ws_count + rb, 1u) == static_cast<unsigned>(S - 1);
+      __syncthreads();
+      if (last) {
+        __threadfence();
+        const float* all = p.ws_part + static_cast<int64_t>(rb) * S * slot;
+        for (int i = tid; i < rows * 16; i += kGemvThreads) {
+          const int n = n_blk + i / 16, m = i % 16;
+          if (m < p.m && n < p.n) {
+            float v = 0.0f;
+#pragma unroll
+            for (int q = 0; q < kGemvMaxSplit; ++q)  // the S loads in flight together, summed in slice order
+              if (q < S) v += __ldcg(all + q * slot + i);
+            store(n, m, v);
+          }
+        }
+        if (tid == 0) p.ws_count[rb] = 0;  // for the next call on this stream
+      }
+      return;
+    }
     if (gridDim.x == 1) {  // the whole K in this CTA
       for (int i = tid; i < rows * 16; i += kGemvThreads) {
         const int n = n_blk + i / 16, m = i % 16;
@@ -510,7 +566,7 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
       next();
     }
   }
-  if constexpr (SPLIT)  // keep this CTA's partials alive until every rank has read the last block's
+  if constexpr (SPLIT && !WS)  // keep this CTA's partials alive until every rank has read the last block's
     if (gridDim.x > 1 && nq > 0) gemv::cluster_wait();
 }
 
@@ -535,10 +591,175 @@ inline int forced_gemv_tiles() {
   return v;
 }
 
-template <Format F, typename T, int MT, bool XF, bool SPLIT>
+// VSTACK_GEMV_WS=0 / 1: S > 1 only through clusters / only through the workspace (benchmarks and tests
+// of the plans); unset: the plan's choice.
+inline int forced_gemv_ws() {
+  static const int v = [] {
+    const char* e = std::getenv("VSTACK_GEMV_WS");
+    return e && *e ? (std::atoi(e) != 0 ? 1 : 0) : -1;
+  }();
+  return v;
+}
+
+// The stream's split-K workspace (Note [Workspace split]): partials and arrival counters.
+struct GemvWorkspace {
+  float* part = nullptr;
+  unsigned* count = nullptr;
+};
+
+namespace gemv {
+
+struct WsBuf {
+  float* part = nullptr;
+  unsigned* count = nullptr;
+  int64_t floats = 0, counters = 0;
+};
+
+// Runs f with this thread's stream-capture mode relaxed: the workspace's cudaMalloc and cudaFree are not
+// stream operations, and may be made while a stream is being captured (as frameworks' caching
+// allocators do) without invalidating the capture.
+template <class Fn>
+bool capture_relaxed(Fn f) {
+  cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
+  if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess) return false;
+  const bool ok = f();
+  (void)cudaThreadExchangeStreamCaptureMode(&m);
+  return ok;
+}
+
+// A zeroed workspace of at least the given size (1 MB of partials and 4096 counters at least), or
+// false. The counters are zeroed on a private stream, so that nothing joins a capture on another.
+inline bool ws_alloc(WsBuf& e, int64_t floats, int64_t counters) {
+  e = WsBuf{};
+  const int64_t nf = std::max<int64_t>(floats, 1 << 18), nc = std::max<int64_t>(counters, 1 << 12);
+  return capture_relaxed([&] {
+    cudaStream_t z = nullptr;
+    bool ok = cudaMalloc(&e.part, static_cast<size_t>(nf) * 4) == cudaSuccess &&
+              cudaMalloc(&e.count, static_cast<size_t>(nc) * 4) == cudaSuccess &&
+              cudaStreamCreateWithFlags(&z, cudaStreamNonBlocking) == cudaSuccess &&
+              cudaMemsetAsync(e.count, 0, static_cast<size_t>(nc) * 4, z) == cudaSuccess &&
+              cudaStreamSynchronize(z) == cudaSuccess;
+    if (z) (void)cudaStreamDestroy(z);
+    if (!ok) {
+      (void)cudaGetLastError();
+      (void)cudaFree(e.part);
+      (void)cudaFree(e.count);
+      e = WsBuf{};
+      return false;
+    }
+    e.floats = nf;
+    e.counters = nc;
+    return true;
+  });
+}
+
+// Workspaces of destroyed graphs, freed by the next launch (a user object's destructor may not call CUDA).
+struct WsGraveyard {
+  std::mutex mu;
+  std::vector<WsBuf> bufs;
+};
+inline WsGraveyard& ws_graveyard() {
+  static WsGraveyard g;
+  return g;
+}
+inline void ws_bury(void* p) {
+  WsBuf* b = static_cast<WsBuf*>(p);
+  {
+    std::lock_guard<std::mutex> lock(ws_graveyard().mu);
+    ws_graveyard().bufs.push_back(*b);
+  }
+  delete b;
+}
+
+}  // namespace gemv
+
+// The split-K workspace for a launch on `stream` with room for `floats` partials and `counters` counters,
+// all of them 0 when the stream reaches the kernel; none (nullptr) where it cannot be had (an allocation
+// failed), and the launcher then plans without it. Note [Workspace split].
+// - Eager launches: one workspace per device and stream (the per-thread default stream is a different
+//   stream in each host thread, so it is keyed by thread as well), grown after the stream's work so far,
+//   kept until the process ends. Launches on one stream are ordered, and each leaves the counters at 0.
+// - Launches captured into a graph: a workspace of the capture's own (per capture sequence and stream),
+//   owned by the graph through a user object and freed after the graph is destroyed; each replay leaves
+//   its counters at 0 for the next. So graphs replayed on other streams never share one with eager work.
+// At most kGemvWsMaxBytes each (a few MB for most shapes).
+inline GemvWorkspace gemv_workspace(cudaStream_t stream, int64_t floats, int64_t counters) {
+  using Key = std::tuple<int, cudaStream_t, std::thread::id>;
+  struct Captured {
+    unsigned long long id = 0;
+    gemv::WsBuf buf;
+  };
+  static std::mutex mu;
+  static std::map<Key, gemv::WsBuf> eager;
+  static std::map<Key, Captured> captured;
+  int dev = 0;
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  cudaGraph_t graph = nullptr;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaStreamGetCaptureInfo(stream, &cs, &id, &graph) != cudaSuccess ||
+      cs == cudaStreamCaptureStatusInvalidated) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  {  // workspaces of destroyed graphs: no kernel uses them any more
+    std::vector<gemv::WsBuf> dead;
+    {
+      std::lock_guard<std::mutex> lock(gemv::ws_graveyard().mu);
+      dead.swap(gemv::ws_graveyard().bufs);
+    }
+    if (!dead.empty())
+      gemv::capture_relaxed([&] {
+        for (const gemv::WsBuf& b : dead) {
+          (void)cudaFree(b.part);
+          (void)cudaFree(b.count);
+        }
+        return true;
+      });
+  }
+  const Key key{dev, stream, stream == cudaStreamPerThread ? std::this_thread::get_id() : std::thread::id{}};
+  std::lock_guard<std::mutex> lock(mu);
+  if (cs == cudaStreamCaptureStatusActive) {
+    Captured& c = captured[key];
+    if (c.id == id && c.buf.floats >= floats && c.buf.counters >= counters) return {c.buf.part, c.buf.count};
+    // a new capture, or more room: a new workspace, owned by the graph (earlier nodes keep the old one)
+    gemv::WsBuf b;
+    if (!gemv::ws_alloc(b, floats, counters)) return {};
+    auto* owned = new gemv::WsBuf(b);
+    cudaUserObject_t obj = nullptr;
+    if (cudaUserObjectCreate(&obj, owned, gemv::ws_bury, 1, cudaUserObjectNoDestructorSync) != cudaSuccess) {
+      (void)cudaGetLastError();
+      gemv::ws_bury(owned);  // freed by the next launch
+      return {};
+    }
+    if (cudaGraphRetainUserObject(graph, obj, 1, cudaGraphUserObjectMove) != cudaSuccess) {
+      (void)cudaGetLastError();
+      (void)cudaUserObjectRelease(obj, 1);  // its destructor buries the workspace
+      return {};
+    }
+    c.id = id;
+    c.buf = b;
+    return {b.part, b.count};
+  }
+  gemv::WsBuf& e = eager[key];
+  if (e.floats >= floats && e.counters >= counters) return {e.part, e.count};
+  const bool freed = gemv::capture_relaxed([&] {
+    if (e.part && cudaStreamSynchronize(stream) != cudaSuccess) return false;  // the old one may be in use until then
+    (void)cudaFree(e.part);
+    (void)cudaFree(e.count);
+    return true;
+  });
+  if (!freed) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  gemv::ws_alloc(e, floats, counters);  // e stays empty if it fails
+  return {e.part, e.count};
+}
+
+template <Format F, typename T, int MT, bool XF, bool SPLIT, bool WS = false>
 cudaError_t gemv_smem_optin() {
   static const cudaError_t attr =
-      cudaFuncSetAttribute(fp4_gemv_kernel<F, T, MT, XF, SPLIT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      cudaFuncSetAttribute(fp4_gemv_kernel<F, T, MT, XF, SPLIT, WS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(gemv_smem(kGemvMaxM, kGemvXMaxBytes / (16 * 128))));
   return attr;
 }
@@ -546,7 +767,7 @@ cudaError_t gemv_smem_optin() {
 // Persistent CTAs along N: as many row-block workers (CTAs for s = 1, clusters of s CTAs else) as
 // run at once with smem bytes each. Asked once per (s, smem) and kernel (single device assumed, as
 // for the smem opt-in); the plan's model where the occupancy API fails.
-template <Format F, typename T, int MT, bool XF, bool SPLIT>
+template <Format F, typename T, int MT, bool XF, bool SPLIT, bool WS = false>
 int64_t gemv_workers(int s, int64_t smem, int sms) {
   struct Entry {
     int split = 0;
@@ -559,7 +780,7 @@ int64_t gemv_workers(int s, int64_t smem, int sms) {
   int n = 0;
   cudaError_t err;
   if (s == 1) {
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp4_gemv_kernel<F, T, MT, XF, SPLIT>, kGemvThreads,
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp4_gemv_kernel<F, T, MT, XF, SPLIT, WS>, kGemvThreads,
                                                         static_cast<size_t>(smem));
     n *= sms;
   } else {
@@ -590,11 +811,18 @@ int64_t gemv_workers(int s, int64_t smem, int sms) {
 }
 
 template <Format F, typename T, int MT, bool XF>
-cudaError_t launch_gemv_mt(const GemmParams& p, cudaStream_t stream) {
+cudaError_t launch_gemv_mt(const GemmParams& p0, cudaStream_t stream) {
+  GemmParams p = p0;
   if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF, false>(); e != cudaSuccess) return e;
   const bool clusters = p.cc >= 90;
   if (clusters)
     if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF, true>(); e != cudaSuccess) return e;
+  const int fw = forced_gemv_ws();
+  int64_t ws_ctas = 0;  // CTAs of the workspace kernel that run at once (one per SM: registers)
+  if (fw != 0) {
+    if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF, true, true>(); e != cudaSuccess) return e;
+    ws_ctas = gemv_workers<F, T, MT, XF, true, true>(1, gemv_smem(kGemvMaxM, kGemvXMaxBytes / (16 * 128)), p.sms);
+  }
   auto workers_of = [&](int s) -> int64_t {  // 0 where x's slice does not fit S = s
     const GemvPlan q = gemv_plan_for(p.m, p.n, p.k, s, 1, 1);
     if (!q.ok) return 0;
@@ -602,13 +830,24 @@ cudaError_t launch_gemv_mt(const GemmParams& p, cudaStream_t stream) {
   };
   int64_t workers[kGemvMaxSplit + 1] = {};
   for (int s = 1; s <= (clusters ? kGemvMaxSplit : 1); s *= 2) workers[s] = workers_of(s);
-  GemvPlan pl = plan_gemv(p.m, p.n, p.k, p.sms, clusters, workers);
+  const bool cluster_plans = clusters && fw != 1;
+  GemvPlan pl = plan_gemv(p.m, p.n, p.k, p.sms, cluster_plans, workers, ws_ctas);
   if (!pl.ok) return cudaErrorInvalidConfiguration;
-  const int fs = clusters ? forced_gemv_split() : 0, ft = forced_gemv_tiles();
+  const int fs = cluster_plans || ws_ctas > 0 ? forced_gemv_split() : 0, ft = forced_gemv_tiles();
   if (fs > 0 || ft > 0) {  // benchmarks of the plan: a forced (S, T) where x's slice fits
     const int s = fs > 0 ? fs : pl.split;
-    const int64_t w = workers[s] > 0 ? workers[s] : workers_of(s);  // S = 3, 5, 6, 7 not asked above
-    if (const GemvPlan f = gemv_plan_for(p.m, p.n, p.k, s, ft > 0 ? ft : pl.tiles, w); f.ok) pl = f;
+    const bool ws = s > 1 && (s == pl.split ? pl.ws : !cluster_plans);
+    const int64_t w = ws ? ws_ctas / s : workers[s] > 0 ? workers[s] : workers_of(s);  // S = 3, 5, 6, 7 not asked above
+    if (const GemvPlan f = gemv_plan_for(p.m, p.n, p.k, s, ft > 0 ? ft : pl.tiles, w, ws); f.ok) pl = f;
+  }
+  if (pl.ws) {  // Note [Workspace split]; without a workspace (a stream capture), the plan without one
+    const GemvWorkspace ws = gemv_workspace(stream, gemv_ws_floats(pl), pl.row_blocks);
+    p.ws_part = ws.part;
+    p.ws_count = ws.count;
+    if (!ws.part) {
+      pl = plan_gemv(p.m, p.n, p.k, p.sms, clusters, workers);
+      if (!pl.ok) return cudaErrorInvalidConfiguration;
+    }
   }
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(pl.split), static_cast<unsigned>(pl.workers));
@@ -617,7 +856,7 @@ cudaError_t launch_gemv_mt(const GemmParams& p, cudaStream_t stream) {
   cfg.stream = stream;
   cudaLaunchAttribute la[2];
   int na = 0;
-  if (pl.split > 1) {
+  if (pl.split > 1 && !pl.ws) {
     la[na].id = cudaLaunchAttributeClusterDimension;
     la[na].val.clusterDim.x = static_cast<unsigned>(pl.split);
     la[na].val.clusterDim.y = 1;
@@ -633,6 +872,7 @@ cudaError_t launch_gemv_mt(const GemmParams& p, cudaStream_t stream) {
   cfg.numAttrs = static_cast<unsigned>(na);
   gemv::Args a{static_cast<int>(pl.kc_per_cta), static_cast<int>(pl.kc_per_warp), pl.mrows, pl.tiles,
                static_cast<int>(pl.row_blocks)};
+  if (pl.split > 1 && pl.ws) return cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT, XF, true, true>, p, a);
   return pl.split > 1 ? cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT, XF, true>, p, a)
                       : cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT, XF, false>, p, a);
 }

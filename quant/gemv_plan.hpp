@@ -10,9 +10,13 @@
 // (64 KB), 32 KB of reduction buffers and x's K slice (<= 128 KB); one CTA of
 // 16 warps per SM (registers: __launch_bounds__(512, 1)).
 //
-// Choice of (S, T): a search over S in {1, 2, 4, 8} (where x's slice fits) and T in
-// {1, 2, 4, 8} for the least modelled time (Note [Decode plan cost]). CTAs are persistent
-// along N: as many per slice as fit at once (W(S): the launcher passes the occupancy API's
+// With S > 1 the partials meet either in a cluster (distributed shared memory) or in a global
+// workspace (Note [Workspace split] in quant/gemv_kernel.cuh): any S CTAs, no cluster, so the row
+// blocks spread over every SM; the launcher offers the workspace where it has one for the stream.
+//
+// Choice of (S, T): a search over S in {1, 2, 4, 8} (where x's slice fits), T in {1, 2, 4, 8}
+// and, for S > 1, clusters or the workspace, for the least modelled time (Note [Decode plan
+// cost]). CTAs are persistent along N: as many per slice as fit at once (W(S): the launcher passes the occupancy API's
 // count; a model stands in elsewhere), each doing row blocks y, y + W, ... (the next block's
 // first loads overlap this one's reduction; the table and x are built once).
 //
@@ -22,6 +26,7 @@
 //   + 300 per row block a cluster sums through DSMEM (two cluster barriers)          S > 1
 //   + 2 per KB of x a CTA loads before it can compute                                 x's slice
 //   + 25 if a warp's run is shorter than 8 chunks (two batches)                       short runs
+//   + 800 per row block a CTA sums through the workspace instead                  S > 1, workspace
 // ties: fewer tiles at S = 1 (shorter runs), more at S > 1 (fewer cluster barriers). On the 20
 // sweep cells it picks the best plan in 19 and one 10 % slower (4096^2 M = 16: S2T4 11.8 us, S1T2
 // 10.7); the previous rules were up to 25 % slower (4096x14336 M = 4 28.2 -> 23.6 us, M = 16
@@ -33,7 +38,15 @@
 // 4096x14336 M = 4 S2T4 19.3 vs S1T1 17.2). The 300 was fitted while a cluster's row block paid two
 // blocking barriers; since Note [Split sums] (quant/gemv_kernel.cuh) the second one rarely blocks
 // (multi-block split plans 9-14 % faster) and the term has not been re-fitted. On the cells swept
-// since (docs/NOTES.md, "Plan sweep on large shapes") the plan is the fastest or within 1.5 % in 5 of 6.
+// since (docs/NOTES.md, "Plan sweep on large shapes") the plan is the fastest or within 1.5 % in 5 of 6;
+// a sweep of the 12 bench cells at M = 4, 8, 16 after Note [Split sums] found no plan faster than the
+// model's beyond the run-to-run spread (session 9), so the term stays.
+// The workspace term (session 9, nvfp4, µs; the first two cells forced plans of one call, the rest
+// bench_fp4.py with the cluster-only kernels alternated in one call): it must lose 4096x14336 M = 8
+// (workspace S4T8 21.4 vs cluster S2T4 20.2-20.6: > 412), 8192^2 M = 16 (S2T8 27.5 vs 26.0-26.5:
+// > 300) and 8192x28672 M = 16 (S8T8 83.4-83.5 vs cluster S8T8 82.1-82.8: > 599), and win 8192x28672
+// M = 8 (S4T8 63.5-64.0 vs cluster S8T8 67.7-67.8: < 1142) and 4096x14336 M = 16 (S4T8 24.9-25.7 vs
+// cluster S8T8 31.4-31.5: < 1236); 800, the middle of (599, 1142).
 #pragma once
 
 #include <cstdint>
@@ -64,6 +77,7 @@ struct GemvPlan {
   int64_t workers = 0;     // CTAs along N (persistent: each does row blocks y, y + workers, ...)
   int64_t smem = 0;        // dynamic shared memory bytes
   int ctas_per_sm = 0;     // resident CTAs per SM this plan assumes
+  bool ws = false;         // S > 1 summed through the global workspace (no cluster)
 };
 
 constexpr int gemv_mrows(int64_t m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : m <= 8 ? 8 : 16; }
@@ -87,9 +101,17 @@ inline constexpr int64_t kGemvCostChunk = 2;      // per tile-chunk of the busie
 inline constexpr int64_t kGemvCostCluster = 300;  // per row block summed across a cluster
 inline constexpr int64_t kGemvCostXBytes = 512;   // x bytes per CTA per unit
 inline constexpr int64_t kGemvCostShortRun = 25;  // a warp's run under kGemvMinRun chunks
+inline constexpr int64_t kGemvCostWs = 800;       // per row block summed through the workspace
+inline constexpr int64_t kGemvWsMaxBytes = 64 << 20;  // a stream's workspace at most
+
+// The workspace of a plan summed through it: each (row block, slice)'s 16 x rows partials in fp32, then
+// one arrival counter per row block (Note [Workspace split]).
+constexpr int64_t gemv_ws_floats(const GemvPlan& p) { return p.row_blocks * p.split * kGemvRows * p.tiles * 16; }
+constexpr int64_t gemv_ws_bytes(const GemvPlan& p) { return 4 * gemv_ws_floats(p) + 4 * p.row_blocks; }
 
 // The plan of (S, T) = (split, tiles) given the workers W(S); ok = false where x's slice fits no S.
-constexpr GemvPlan gemv_plan_for(int64_t m, int64_t n, int64_t k, int s, int t, int64_t workers) {
+// ws: S > 1 sums through the workspace (then W(S) is the resident CTAs / S).
+constexpr GemvPlan gemv_plan_for(int64_t m, int64_t n, int64_t k, int s, int t, int64_t workers, bool ws = false) {
   GemvPlan p{};
   const int64_t kc = k / 64, kcs = (kc + s - 1) / s;
   const int mrows = gemv_mrows(m);
@@ -104,6 +126,8 @@ constexpr GemvPlan gemv_plan_for(int64_t m, int64_t n, int64_t k, int s, int t, 
   p.workers = workers < p.row_blocks ? workers : p.row_blocks;
   p.smem = gemv_smem(mrows, kcs);
   p.ctas_per_sm = gemv_ctas_per_sm(p.smem);
+  p.ws = ws && s > 1;
+  if (p.ws && gemv_ws_bytes(p) > kGemvWsMaxBytes) p.ok = false;
   return p;
 }
 
@@ -111,28 +135,33 @@ constexpr GemvPlan gemv_plan_for(int64_t m, int64_t n, int64_t k, int s, int t, 
 constexpr int64_t gemv_plan_cost(const GemvPlan& p) {
   const int64_t blocks = (p.row_blocks + p.workers - 1) / p.workers;  // per worker, the busiest
   int64_t c = kGemvCostChunk * blocks * p.tiles * p.kc_per_cta;
-  if (p.split > 1) c += kGemvCostCluster * blocks;
+  if (p.split > 1) c += (p.ws ? kGemvCostWs : kGemvCostCluster) * blocks;
   c += p.mrows * gemv_x_pitch(p.kc_per_cta) / kGemvCostXBytes;
   if (p.kc_per_warp < kGemvMinRun) c += kGemvCostShortRun;
   return c * 16 + (p.split == 1 ? p.tiles : -p.tiles);  // ties: fewer tiles at S = 1, more with clusters
 }
 
-// clusters: the device can launch thread-block clusters (sm_90+); without them S = 1.
+// clusters: the device can launch thread-block clusters (sm_90+).
 // workers[s] (s = 1, 2, 4, 8; may be null): the clusters of s CTAs that run at once.
+// ws_ctas: the CTAs that run at once when S > 1 sums through a workspace; 0: no workspace.
+// Without clusters and workspace, S = 1.
 constexpr GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int sms, bool clusters = true,
-                             const int64_t* workers = nullptr) {
+                             const int64_t* workers = nullptr, int64_t ws_ctas = 0) {
   GemvPlan best{};
   if (m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1) return best;
   int64_t best_cost = 0;
-  for (int s = 1; s <= (clusters ? kGemvMaxSplit : 1); s *= 2)
+  auto consider = [&](const GemvPlan& p) {
+    if (!p.ok) return;
+    const int64_t c = gemv_plan_cost(p);
+    if (!best.ok || c < best_cost) {
+      best = p;
+      best_cost = c;
+    }
+  };
+  for (int s = 1; s <= kGemvMaxSplit; s *= 2)
     for (int t = 1; t <= 8; t *= 2) {
-      const GemvPlan p = gemv_plan_for(m, n, k, s, t, workers ? workers[s] : gemv_workers_model(sms, s));
-      if (!p.ok) continue;
-      const int64_t c = gemv_plan_cost(p);
-      if (!best.ok || c < best_cost) {
-        best = p;
-        best_cost = c;
-      }
+      if (s == 1 || clusters) consider(gemv_plan_for(m, n, k, s, t, workers ? workers[s] : gemv_workers_model(sms, s)));
+      if (s > 1 && ws_ctas > 0) consider(gemv_plan_for(m, n, k, s, t, ws_ctas / s, true));
     }
   return best;
 }

@@ -58,7 +58,11 @@ VSTACK_API vstack_status_t vstack_fp4_dequantize(const vstack_fp4_tensor_t* q, v
 
 /* y[m][n] = sum_k x[m][k] * W[n][k] (+ bias[n]) for x [m x K] (f16 or bf16,
  * row-major, contiguous, 16-byte aligned), W = w (GEMM layout, N x K), bias
- * NULL or [N] of x's dtype, y [m x N] of x's dtype. fp32 accumulation. */
+ * NULL or [N] of x's dtype, y [m x N] of x's dtype. fp32 accumulation.
+ * At m <= 16 a large K may be split over CTAs that meet in a workspace the
+ * library allocates (a few MB, 64 MB at most): one per device and stream for
+ * eager calls, kept until exit; one per captured graph (and capturing stream),
+ * freed after the graph is destroyed. */
 VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dtype_t dtype, int64_t m,
                                              const vstack_fp4_tensor_t* w, const void* bias, void* y, void* stream);
 

@@ -176,6 +176,31 @@ TEST_CASE("decode kernel plan", "[quant][heuristics]") {
     STATIC_REQUIRE(plan_gemv(1, 8192, 8192, h100, true, few).workers == 64);
     STATIC_REQUIRE(plan_gemv(1, 8192, 8192, h100, false, few).split == 1);  // sm_80: no clusters
   }
+  // with a split-K workspace (Note [Workspace split]; 132 CTAs at once): where the row blocks do not
+  // spread over 15 clusters of 8, S CTAs anywhere on the device (session 9, nvfp4, µs): 4096 x 14336
+  // M = 16 S4T8 24.9-25.7 against S8T8 in clusters 31.4-31.5; 8192 x 28672 M = 8 S4T8 63.5-64.0
+  // against S8T8 in clusters 67.7-67.8
+  STATIC_REQUIRE(plan_gemv(16, 4096, 14336, h100, true, nullptr, h100).ws);
+  STATIC_REQUIRE(plan_gemv(16, 4096, 14336, h100, true, nullptr, h100).split == 4);
+  STATIC_REQUIRE(plan_gemv(16, 4096, 14336, h100, true, nullptr, h100).tiles == 8);
+  STATIC_REQUIRE(plan_gemv(16, 4096, 14336, h100, true, nullptr, h100).workers == 32);  // of 33 per slice
+  STATIC_REQUIRE(plan_gemv(8, 8192, 28672, h100, true, nullptr, h100).ws);
+  STATIC_REQUIRE(plan_gemv(8, 8192, 28672, h100, true, nullptr, h100).split == 4);
+  // and not where a cluster balances as well: 8192^2 M = 16 S2T8 26.0-26.5 us in clusters, 27.5
+  // through the workspace; 4096 x 14336 M = 8 S2T4 20.2-20.6 in clusters, S4T8 21.4; 8192 x 28672
+  // M = 16 S8T8 82.1-82.8 in clusters, 83.4-83.5 through the workspace
+  STATIC_REQUIRE(!plan_gemv(16, 8192, 28672, h100, true, nullptr, h100).ws);
+  STATIC_REQUIRE(!plan_gemv(16, 8192, 8192, h100, true, nullptr, h100).ws);
+  STATIC_REQUIRE(plan_gemv(16, 8192, 8192, h100, true, nullptr, h100).split == 2);
+  STATIC_REQUIRE(!plan_gemv(8, 4096, 14336, h100, true, nullptr, h100).ws);
+  STATIC_REQUIRE(!plan_gemv(1, 8192, 28672, h100, true, nullptr, h100).ws);
+  // without clusters (sm_80) the workspace makes the shapes whose x does not fit one CTA plannable
+  STATIC_REQUIRE(!plan_gemv(16, 4096, 14336, h100, false).ok);
+  STATIC_REQUIRE(plan_gemv(16, 4096, 14336, h100, false, nullptr, h100).ws);
+  // a workspace over kGemvWsMaxBytes is not planned: 2^20 rows at S = 8 would need 512 MB
+  STATIC_REQUIRE(!gemv_plan_for(16, int64_t{1} << 20, 8192, 8, 8, 16, true).ok);
+  STATIC_REQUIRE(gemv_plan_for(16, int64_t{1} << 20, 8192, 8, 8, 16, false).ok);
+  STATIC_REQUIRE(gemv_ws_bytes(gemv_plan_for(16, 4096, 14336, 4, 8, 33, true)) == 4 * (32 * 4 * 128 * 16) + 4 * 32);
   // the H100's cluster capacity (cudaOccupancyMaxActiveClusters, ~200 KB CTAs): 66 of 2, 30 of 4, 15 of 8
   STATIC_REQUIRE(gemv_workers_model(h100, 2) == 66);
   STATIC_REQUIRE(gemv_workers_model(h100, 4) == 30);
@@ -214,9 +239,27 @@ TEST_CASE("decode kernel plan", "[quant][heuristics]") {
           if (o.ok) CHECK(gemv_plan_cost(p) <= gemv_plan_cost(o));
           if (s == p.split && t == p.tiles) CHECK(o.ok);
         }
+      CHECK(!p.ws);  // no workspace offered
       // without clusters (sm_80): one CTA per row tile, when x fits
       const GemvPlan q = plan_gemv(m, n, k, h100, false);
       if (q.ok) CHECK(q.split == 1);
       CHECK(q.ok == (p.mrows * gemv_x_pitch(k / 64) <= kGemvXMaxBytes));
+      // with a workspace for 132 CTAs: never worse (modelled) than without, and still the cheapest plan
+      const GemvPlan w = plan_gemv(m, n, k, h100, true, nullptr, h100);
+      REQUIRE(w.ok);
+      CHECK(gemv_plan_cost(w) <= gemv_plan_cost(p));
+      if (w.ws) {
+        CHECK(w.split > 1);
+        CHECK(w.workers == std::min<int64_t>(h100 / w.split, w.row_blocks));
+        CHECK(gemv_ws_bytes(w) <= kGemvWsMaxBytes);
+      }
+      for (int s = 2; s <= kGemvMaxSplit; s *= 2)
+        for (int t = 1; t <= 8; t *= 2)
+          if (const GemvPlan o = gemv_plan_for(m, n, k, s, t, h100 / s, true); o.ok)
+            CHECK(gemv_plan_cost(w) <= gemv_plan_cost(o));
+      // sm_80 with a workspace: S = 1 where x fits and it is cheaper, else the workspace
+      const GemvPlan r = plan_gemv(m, n, k, h100, false, nullptr, h100);
+      REQUIRE(r.ok);
+      CHECK((r.split == 1 || r.ws));
     }
 }

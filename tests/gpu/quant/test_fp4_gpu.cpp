@@ -223,11 +223,18 @@ struct MatmulShape {
   int64_t m, n, k;
 };
 
+// How check_matmul launches: on the legacy default stream, or captured into a CUDA graph on `stream`
+// (then both launches replay the one graph).
+struct Launch {
+  cudaStream_t stream = nullptr;
+  bool graph = false;
+};
+
 // One matmul against the fp64 product of x and the CPU-decoded weights, with the bound below;
 // outputs poisoned, determinism checked by a second launch. Returns ||y - ref|| / ||ref||.
 // w_exp, x_exp: weights scaled by 2^w_exp, x by 2^x_exp.
 double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with_bias, std::mt19937_64& rng,
-                    int w_exp = 0, int x_exp = 0) {
+                    int w_exp = 0, int x_exp = 0, Launch how = {}) {
   INFO("format " << static_cast<int>(f) << " dtype " << dtype_name(dt) << " m " << s.m << " n " << s.n << " k "
                  << s.k << " bias " << with_bias << " w_exp " << w_exp << " x_exp " << x_exp);
   // Weights kept in f16 range for the f16 path (decoded weights are rounded to x's dtype).
@@ -248,15 +255,28 @@ double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with
   db.upload(bb);
   DevQ dq(f, Layout::gemm, s.n, s.k);
   dq.upload(q);
-  dy.poison(0xFF);  // NaN in both dtypes
-  VS_OK(vstack_fp4_matmul(dx.p, dt, s.m, &dq.t, with_bias ? db.p : nullptr, dy.p, nullptr));
-  CUDA_OK(cudaDeviceSynchronize());
-  const auto got = dy.download<uint16_t>();
-  // Deterministic: a second launch gives the same bits (split-K sums in a fixed order).
-  dy.poison(0xFF);
-  VS_OK(vstack_fp4_matmul(dx.p, dt, s.m, &dq.t, with_bias ? db.p : nullptr, dy.p, nullptr));
-  CUDA_OK(cudaDeviceSynchronize());
-  CHECK(dy.download<uint16_t>() == got);
+  cudaGraphExec_t exec = nullptr;
+  if (how.graph) {
+    cudaGraph_t g = nullptr;
+    CUDA_OK(cudaStreamBeginCapture(how.stream, cudaStreamCaptureModeGlobal));
+    const vstack_status_t st = vstack_fp4_matmul(dx.p, dt, s.m, &dq.t, with_bias ? db.p : nullptr, dy.p, how.stream);
+    CUDA_OK(cudaStreamEndCapture(how.stream, &g));
+    VS_OK(st);
+    CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
+    CUDA_OK(cudaGraphDestroy(g));
+  }
+  auto run = [&] {
+    dy.poison(0xFF);  // NaN in both dtypes
+    if (how.graph) CUDA_OK(cudaGraphLaunch(exec, how.stream));
+    else VS_OK(vstack_fp4_matmul(dx.p, dt, s.m, &dq.t, with_bias ? db.p : nullptr, dy.p, how.stream));
+    CUDA_OK(cudaDeviceSynchronize());
+    return dy.download<uint16_t>();
+  };
+  const auto got = run();
+  // Deterministic: a second launch gives the same bits (split-K sums in a fixed order; a split-K
+  // workspace's counters are back at 0 after each launch).
+  CHECK(run() == got);
+  if (exec) CUDA_OK(cudaGraphExecDestroy(exec));
   // Bound: output rounding u*|ref| + (weight rounding u_w + fp32 accumulation K*2^-24) * sum|x*w|,
   // u = 2^-8 (bf16) / 2^-11 (f16); u_w = u for NF4 (decoded values are rounded to x's dtype),
   // 0 for NVFP4/MXFP4 whose decoded values are exact in both dtypes here.
@@ -340,6 +360,25 @@ TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quan
   const MatmulShape shapes[] = {{1, 1104, 3200}, {9, 520, 2496}, {16, 312, 4160}, {3, 2072, 1216}};
   for (Format f : kFormats)
     for (const MatmulShape& s : shapes) check_matmul(s, f, s.m == 9 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
+}
+
+// The decode kernel's split-K workspace (Note [Workspace split]): eager launches use one per stream,
+// captured ones one of the capture's own, owned by the graph (freed once it is destroyed: the next
+// launch frees it). Each launch and replay must leave its counters at 0 for the next (check_matmul
+// launches twice). The shapes are those whose plan takes the workspace on an H100 (quant/gemv_plan.hpp);
+// elsewhere they check the same paths with whatever plan applies.
+TEST_CASE("decode kernel: split-K workspace under stream capture", "[gpu][quant]") {
+  std::mt19937_64 rng(fresh_seed());
+  const MatmulShape shapes[] = {{16, 4096, 14336}, {13, 1040, 14336}};
+  for (const MatmulShape& s : shapes) {
+    cudaStream_t st = nullptr;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, false, rng);                    // the launcher's setup, eagerly
+    check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, {st, true});   // captured: the graph's own
+    check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, false, rng, 0, 0, {st, false}); // eager on st: st's own
+    check_matmul(s, Format::nf4, VSTACK_DTYPE_BF16, true, rng, 0, 0, {st, true});     // captured again
+    CUDA_OK(cudaStreamDestroy(st));
+  }
 }
 
 TEST_CASE("matmul: a NaN weight block poisons exactly its column", "[gpu][quant]") {
