@@ -601,19 +601,14 @@ inline int forced_gemv_ws() {
   return v;
 }
 
-// The stream's split-K workspace (Note [Workspace split]): partials and arrival counters.
+// A split-K workspace (Note [Workspace split]): partials and arrival counters, and their room.
 struct GemvWorkspace {
-  float* part = nullptr;
-  unsigned* count = nullptr;
-};
-
-namespace gemv {
-
-struct WsBuf {
   float* part = nullptr;
   unsigned* count = nullptr;
   int64_t floats = 0, counters = 0;
 };
+
+namespace gemv {
 
 // Runs f with this thread's stream-capture mode relaxed: the workspace's cudaMalloc and cudaFree are not
 // stream operations, and may be made while a stream is being captured (as frameworks' caching
@@ -629,8 +624,8 @@ bool capture_relaxed(Fn f) {
 
 // A zeroed workspace of at least the given size (1 MB of partials and 4096 counters at least), or
 // false. The counters are zeroed on a private stream, so that nothing joins a capture on another.
-inline bool ws_alloc(WsBuf& e, int64_t floats, int64_t counters) {
-  e = WsBuf{};
+inline bool ws_alloc(GemvWorkspace& e, int64_t floats, int64_t counters) {
+  e = GemvWorkspace{};
   const int64_t nf = std::max<int64_t>(floats, 1 << 18), nc = std::max<int64_t>(counters, 1 << 12);
   return capture_relaxed([&] {
     cudaStream_t z = nullptr;
@@ -644,7 +639,7 @@ inline bool ws_alloc(WsBuf& e, int64_t floats, int64_t counters) {
       (void)cudaGetLastError();
       (void)cudaFree(e.part);
       (void)cudaFree(e.count);
-      e = WsBuf{};
+      e = GemvWorkspace{};
       return false;
     }
     e.floats = nf;
@@ -656,14 +651,14 @@ inline bool ws_alloc(WsBuf& e, int64_t floats, int64_t counters) {
 // Workspaces of destroyed graphs, freed by the next launch (a user object's destructor may not call CUDA).
 struct WsGraveyard {
   std::mutex mu;
-  std::vector<WsBuf> bufs;
+  std::vector<GemvWorkspace> bufs;
 };
 inline WsGraveyard& ws_graveyard() {
   static WsGraveyard g;
   return g;
 }
 inline void ws_bury(void* p) {
-  WsBuf* b = static_cast<WsBuf*>(p);
+  GemvWorkspace* b = static_cast<GemvWorkspace*>(p);
   {
     std::lock_guard<std::mutex> lock(ws_graveyard().mu);
     ws_graveyard().bufs.push_back(*b);
@@ -687,10 +682,10 @@ inline GemvWorkspace gemv_workspace(cudaStream_t stream, int64_t floats, int64_t
   using Key = std::tuple<int, cudaStream_t, std::thread::id>;
   struct Captured {
     unsigned long long id = 0;
-    gemv::WsBuf buf;
+    GemvWorkspace buf;
   };
   static std::mutex mu;
-  static std::map<Key, gemv::WsBuf> eager;
+  static std::map<Key, GemvWorkspace> eager;
   static std::map<Key, Captured> captured;
   int dev = 0;
   cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -702,14 +697,14 @@ inline GemvWorkspace gemv_workspace(cudaStream_t stream, int64_t floats, int64_t
     return {};
   }
   {  // workspaces of destroyed graphs: no kernel uses them any more
-    std::vector<gemv::WsBuf> dead;
+    std::vector<GemvWorkspace> dead;
     {
       std::lock_guard<std::mutex> lock(gemv::ws_graveyard().mu);
       dead.swap(gemv::ws_graveyard().bufs);
     }
     if (!dead.empty())
       gemv::capture_relaxed([&] {
-        for (const gemv::WsBuf& b : dead) {
+        for (const GemvWorkspace& b : dead) {
           (void)cudaFree(b.part);
           (void)cudaFree(b.count);
         }
@@ -720,11 +715,11 @@ inline GemvWorkspace gemv_workspace(cudaStream_t stream, int64_t floats, int64_t
   std::lock_guard<std::mutex> lock(mu);
   if (cs == cudaStreamCaptureStatusActive) {
     Captured& c = captured[key];
-    if (c.id == id && c.buf.floats >= floats && c.buf.counters >= counters) return {c.buf.part, c.buf.count};
+    if (c.id == id && c.buf.floats >= floats && c.buf.counters >= counters) return c.buf;
     // a new capture, or more room: a new workspace, owned by the graph (earlier nodes keep the old one)
-    gemv::WsBuf b;
+    GemvWorkspace b;
     if (!gemv::ws_alloc(b, floats, counters)) return {};
-    auto* owned = new gemv::WsBuf(b);
+    auto* owned = new GemvWorkspace(b);
     cudaUserObject_t obj = nullptr;
     if (cudaUserObjectCreate(&obj, owned, gemv::ws_bury, 1, cudaUserObjectNoDestructorSync) != cudaSuccess) {
       (void)cudaGetLastError();
@@ -738,10 +733,10 @@ inline GemvWorkspace gemv_workspace(cudaStream_t stream, int64_t floats, int64_t
     }
     c.id = id;
     c.buf = b;
-    return {b.part, b.count};
+    return b;
   }
-  gemv::WsBuf& e = eager[key];
-  if (e.floats >= floats && e.counters >= counters) return {e.part, e.count};
+  GemvWorkspace& e = eager[key];
+  if (e.floats >= floats && e.counters >= counters) return e;
   const bool freed = gemv::capture_relaxed([&] {
     if (e.part && cudaStreamSynchronize(stream) != cudaSuccess) return false;  // the old one may be in use until then
     (void)cudaFree(e.part);
@@ -753,7 +748,7 @@ inline GemvWorkspace gemv_workspace(cudaStream_t stream, int64_t floats, int64_t
     return {};
   }
   gemv::ws_alloc(e, floats, counters);  // e stays empty if it fails
-  return {e.part, e.count};
+  return e;
 }
 
 template <Format F, typename T, int MT, bool XF, bool SPLIT, bool WS = false>
@@ -872,7 +867,7 @@ cudaError_t launch_gemv_mt(const GemmParams& p0, cudaStream_t stream) {
   cfg.numAttrs = static_cast<unsigned>(na);
   gemv::Args a{static_cast<int>(pl.kc_per_cta), static_cast<int>(pl.kc_per_warp), pl.mrows, pl.tiles,
                static_cast<int>(pl.row_blocks)};
-  if (pl.split > 1 && pl.ws) return cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT, XF, true, true>, p, a);
+  if (pl.ws) return cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT, XF, true, true>, p, a);
   return pl.split > 1 ? cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT, XF, true>, p, a)
                       : cudaLaunchKernelEx(&cfg, fp4_gemv_kernel<F, T, MT, XF, false>, p, a);
 }
