@@ -93,25 +93,66 @@ using CfgWg64n = WgmmaTraits<64, 1, 8>;    // 256 threads, 100 KB: two CTAs per 
 // 4 above), and the sum is still deterministic. Items [0, whole) are whole tiles (whole is a
 // multiple of the grid, so they fill the first rounds), items [whole, items) tail halves.
 struct WgSchedule {
-  int64_t whole;  // whole-tile items, tiles 0 .. whole - 1
-  int64_t items;  // whole + 2 * (tiles - whole)
-  int64_t grid;   // CTAs to launch: min(resident, items)
+  int64_t whole;   // whole-tile items: tile item / ksplit, K slice item % ksplit
+  int64_t items;   // whole + 2 * (tiles - whole / ksplit)
+  int64_t grid;    // CTAs to launch: min(resident, items)
+  int ksplit = 1;  // K slices per tile (Note [K split])
+  int kcs = 0;     // 64-wide chunks per K slice (the last may hold fewer)
 };
-constexpr WgSchedule wg_schedule(int64_t tiles, int64_t resident, bool can_split) {
+// Note [K split]. Where the output tiles fill at most half of the CTA slots (mid M on N = 4096:
+// 4096 x 14336, M = 32 has 64 tiles of 64 x 64 for 264 slots), the K chunks of each tile are split
+// into up to kWgMaxKSplit slices of at least kWgMinSliceChunks chunks, one work item each, that
+// meet in a split-K workspace (quant/splitk_workspace.hpp): each item stores its fp32 partials,
+// the last to arrive sums them in slice order, so y does not depend on which finishes first.
+// The tail split above applies only without a K split. The last item must keep its loads of a slice
+// in flight together: summed with the slice loop innermost (one L2 round trip per partial), 4096 x
+// 4096 M = 128 took 34.9 us instead of 20.5. The split runs in its own kernel instance (KS), so that
+// the kernels without it keep their code: compiled into one, M = 128 / 256 cells without a split
+// ran 4-10 % slower.
+// Measured (H100, 2026-11-22, nvfp4, us, no split -> the chosen split; forced splits in brackets):
+// wg64n M = 32: 4096 x 4096 27.2 -> 15.6 (S = 4; S2 18.2, S8 24.5), 4096 x 14336 87.4 -> 38.3 (S = 4;
+// S2 49.7, S8 45.3), 8192 x 8192 52.2 -> 41.0 (S = 2; S4 47.0); wg128n M = 128: 4096 x 4096 29.0 ->
+// 20.3 (S = 2; S4 26.5), 4096 x 14336 92.3 -> 53.7 (S = 2; S4 59.7); wg128 M = 256: 4096 x 14336
+// 79.7 -> 69.4 (S = 2), 4096 x 4096 25.8 -> 26.1 (S = 2; S4 34.3). The rule below picks the fastest
+// of the forced splits in each of these cells but the last (within 2 %).
+inline constexpr int kWgMaxKSplit = 8;
+inline constexpr int kWgMinSliceChunks = 8;
+constexpr int wg_ksplit(int64_t tiles, int64_t resident, int64_t kc_total) {
+  if (tiles < 1 || 2 * tiles > resident) return 1;
+  int64_t s = resident / tiles;
+  if (s > kWgMaxKSplit) s = kWgMaxKSplit;
+  if (s > kc_total / kWgMinSliceChunks) s = kc_total / kWgMinSliceChunks;
+  return s < 1 ? 1 : static_cast<int>(s);
+}
+// ksplit (1..kWgMaxKSplit) is taken as ceil(kc_total / kcs) slices of kcs = ceil(kc_total / ksplit)
+// chunks, so that no slice is empty.
+constexpr WgSchedule wg_schedule(int64_t tiles, int64_t resident, bool can_split, int64_t kc_total = 0,
+                                 int ksplit = 1) {
+  if (ksplit > 1 && kc_total > 1) {
+    const int64_t kcs = (kc_total + ksplit - 1) / ksplit, s = (kc_total + kcs - 1) / kcs;
+    if (s > 1) {
+      const int64_t items = tiles * s;
+      return {items, items, items < resident ? items : resident, static_cast<int>(s), static_cast<int>(kcs)};
+    }
+  }
+  const int kcs = static_cast<int>(kc_total);
   const int64_t tail = tiles % resident;
   if (can_split && tail > 0 && 2 * tail <= resident) {
     const int64_t items = tiles + tail;
-    return {tiles - tail, items, items < resident ? items : resident};
+    return {tiles - tail, items, items < resident ? items : resident, 1, kcs};
   }
-  return {tiles, tiles, tiles < resident ? tiles : resident};
+  return {tiles, tiles, tiles < resident ? tiles : resident, 1, kcs};
 }
+// The workspace of a K-split schedule: BT x BW fp32 partials per (tile, slice), one counter per tile.
+constexpr int64_t wg_ws_floats(int64_t tiles, int ksplit, int bt, int bw) { return tiles * ksplit * bt * bw; }
 
 // M <= 16: the decode kernel (quant/gemv_kernel.cuh, its own plan in gemv_plan.hpp),
 // unless x's K slice cannot fit its shared memory (M > 8 and K > 8 * 4096); then
 // weight streaming (BM = 16; more than one row of CTAs re-reads W from L2): BN = 32
 // when that still gives two CTAs per SM, else BN = 16 for more CTAs.
 // M > 16: wgmma tiles (mma.sync `large` where wgmma is unavailable), BT tokens as small as
-// M allows; one consumer warpgroup (64 weight rows) up to M = 128 for more CTAs. Measured
+// M allows; one consumer warpgroup (64 weight rows) up to M = 128 for more CTAs; the K chunks
+// split over CTAs where the tiles are few (Note [K split]). Measured
 // (H100, N = K = 8192, nvfp4): M = 256: wg128 0.68x cuBLAS, wg256 0.55x, wg128n 0.47x;
 // M = 512: wg256 0.87x, wg128 0.58x.
 // The mma.sync-only choice (GPUs without wgmma, builds for another target): M <= 64 weight
@@ -126,12 +167,10 @@ constexpr GemmConfigId mma_sync_config(int64_t m, int64_t n, int64_t k, int sms)
 constexpr GemmConfigId pick_gemm_config(int64_t m, int64_t n, int64_t k, int sms) {
   if (m <= 16 && plan_gemv(m, n, k, sms).ok) return GemmConfigId::gemv;
   if (m <= 16) return (n / 32 >= 2 * static_cast<int64_t>(sms)) ? GemmConfigId::small32 : GemmConfigId::small16;
-  // M <= 64 where 64-row weight tiles leave half the SMs idle (N / 64 < SMs / 2): the
-  // weight-streaming kernel, whose in-CTA split-K keeps up (H100, M = 32: 4096 x 14336 86 us vs
-  // 97 us for wg64n, 4096 x 4096 equal; 8192 x 8192 wg64n 55 us vs 88 us).
-  if (m <= 64) return n / 64 * 2 >= sms ? GemmConfigId::wg64n
-                                    : (n / 32 >= 2 * static_cast<int64_t>(sms)) ? GemmConfigId::small32
-                                                                                : GemmConfigId::small16;
+  // M <= 64: 64 x 64 tiles, K split where they fill at most half the CTA slots (Note [K split]).
+  // Measured (H100, 2026-11-22, nvfp4 M = 32): 4096 x 14336 37.6 us vs 93.2 for the weight-streaming
+  // kernel (small16, picked here before the K split), 4096 x 4096 15.4 vs 32.8.
+  if (m <= 64) return GemmConfigId::wg64n;
   if (m <= 128) return GemmConfigId::wg128n;
   if (m <= 256) return GemmConfigId::wg128;
   return GemmConfigId::wg256;

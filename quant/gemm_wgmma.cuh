@@ -17,7 +17,8 @@
 // L2 while the x tiles sweep past). CTAs are persistent (one per SM slot, work items strided by
 // the grid) and the ring runs on across items, so the next item's loads overlap the epilogue. An
 // item is a tile, or in a short last round half a tile's rows with the k chunks split between the
-// two consumer warpgroups (Note [Split tail] in gemm_traits.hpp).
+// two consumer warpgroups (Note [Split tail] in gemm_traits.hpp), or, where the tiles are few, one
+// K slice of a tile, summed with the others through a workspace (Note [K split] there).
 // A consumer warpgroup, per group of KG k16 steps (KG = 4: one group per chunk):
 //   issue the group's wgmma m64nBTk16 (A registers of its buffer); commit; wait<1>: the
 //   previous group retired -> its A buffer is free (and, at a chunk's first group, the
@@ -54,10 +55,13 @@
 
 #include <cuda.h>  // CUtensorMap (types only)
 
+#include <cstdlib>
+
 #include "kernels/hopper.cuh"
 #include "kernels/tensor_map.hpp"
 #include "kernels/wgmma.cuh"
 #include "quant/gemm_kernel.cuh"
+#include "quant/splitk_workspace.hpp"
 
 namespace vstack::quant {
 
@@ -69,6 +73,7 @@ struct WgmmaParams {
   CUtensorMap ms;  // scales: [Npad / 16 tiles][K / 64 chunks x 16 SB] bytes, box [BW / 16][16 SB]
   GemmParams p;
   int whole, items;  // work items (Note [Split tail] in gemm_traits.hpp)
+  int ksplit, kcs;   // K slices per tile and chunks per slice (Note [K split]); 1, K / 64 without
 };
 
 // E2M1 codes are decoded with integer ops where the product code * scale is exact in T.
@@ -105,7 +110,9 @@ __host__ __device__ constexpr float e2m1_pair_fix() {
 
 }  // namespace wgdev
 
-template <class C, Format F, typename T>
+// KS: the K chunks of a tile are split over P.ksplit work items (Note [K split]); a separate instance,
+// so that the kernels without the split keep their code.
+template <class C, Format F, typename T, bool KS>
 __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __grid_constant__ WgmmaParams P) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using D = dev::Dt<T>;
@@ -135,6 +142,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
 
   if (tid < 16) lut[tid] = element_value(F, tid);
   __shared__ float sc_f32[256];  // scale code -> fp32 (E4M3 for NVFP4 / NF4_DQ, E8M0 for MXFP4)
+  __shared__ int ks_last;        // KS: this item arrived last for its tile
   if constexpr (F != Format::nf4) {
     for (int i = tid; i < 256; i += C::THREADS) sc_f32[i] = F == Format::mxfp4 ? e8m0_value(i) : e4m3_value(i);
   }
@@ -154,16 +162,33 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
   }
   __syncthreads();
 
-  // Work item -> (tile, half): half < 0 a whole tile; 0 / 1 the weight rows [64 half, 64 half + 64)
-  // of a tail tile, its k chunks shared by the two consumer warpgroups (Note [Split tail]).
-  auto item_tile = [&](int item, int& tile, int& half) {
-    if (item < P.whole) {
-      tile = item;
-      half = -1;
+  // Work item -> tile, half and K slice. half < 0: a whole tile, or its K slice [ks, ke) of the chunks
+  // (Note [K split] in gemm_traits.hpp); 0 / 1: the weight rows [64 half, 64 half + 64) of a tail
+  // tile, its k chunks shared by the two consumer warpgroups (Note [Split tail]).
+  struct Item {
+    int tile, half, slice, ks, ke;
+  };
+  auto item_of = [&](int item) {
+    Item it;
+    if constexpr (KS) {
+      it.tile = item / P.ksplit;
+      it.slice = item - it.tile * P.ksplit;
+      it.half = -1;
+      it.ks = it.slice * P.kcs;
+      it.ke = min(kc_total, it.ks + P.kcs);
     } else {
-      tile = P.whole + (item - P.whole) / 2;
-      half = (item - P.whole) % 2;
+      if (item < P.whole) {
+        it.tile = item;
+        it.half = -1;
+      } else {
+        it.tile = P.whole + (item - P.whole) / 2;
+        it.half = (item - P.whole) % 2;
+      }
+      it.slice = 0;
+      it.ks = 0;
+      it.ke = kc_total;
     }
+    return it;
   };
 
   // ---- consumers ----
@@ -174,14 +199,16 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
     int it0 = 0;  // ring index of the current item's first chunk (chunks count on across items)
     // One work item; kSplit (compile-time, so that whole tiles keep constant chunk strides and
     // ring indices): half of a tile's rows, k chunks shared by the warpgroups (Note [Split tail]).
-    auto run_item = [&](auto split_c, int tile, int half) {
+    auto run_item = [&](auto split_c, const Item& item) {
       constexpr bool split = decltype(split_c)::value;
+      const int tile = item.tile, half = item.half, ke = item.ke;
       const int n0 = (tile % tiles_n) * C::BW, m0 = (tile / tiles_n) * C::BT;
-      // this thread's weight rows r0, r0 + 8 (CTA-local); this warpgroup's chunks kf, kf + st, ...
+      // this thread's weight rows r0, r0 + 8 (CTA-local); this warpgroup's chunks kf, kf + st, ... < ke
       const int r0 = (split ? half : wg) * 64 + (warp & 3) * 16 + g;
-      const int kf = split ? wg : 0;
+      const int kf = item.ks + (split ? wg : 0);
       constexpr int st = split ? 2 : 1;
-      const int n_own = kf < kc_total ? (kc_total - kf + st - 1) / st : 0;
+      const int n_own = kf < ke ? (ke - kf + st - 1) / st : 0;
+      const int ring0 = it0 - item.ks;  // ring index of chunk kc: ring0 + kc
 #pragma unroll
       for (int i = 0; i < C::BT / 2; ++i) acc[i] = 0.0f;
 
@@ -214,7 +241,7 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
         float sc[2][4];     // otherwise: fp32
       };
       auto load_chunk = [&](Chunk& c, int kc) {
-        const uint8_t* sW = smem + ((it0 + kc) % S) * C::STAGE_BYTES + C::X_BYTES;
+        const uint8_t* sW = smem + ((ring0 + kc) % S) * C::STAGE_BYTES + C::X_BYTES;
         const uint8_t* sS = sW + C::W_BYTES;
         if constexpr (F == Format::nf4_dq) {
           if (kc >= g2_next) g2_refresh(kc);
@@ -284,10 +311,10 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
       // warpgroup (split items), once the chunk has landed (so the arrival counts in its phase).
       auto release = [&](int kc) {
         __syncwarp();
-        if (lane == 0) hp::mbar_arrive(&empty[(it0 + kc) % S]);
+        if (lane == 0) hp::mbar_arrive(&empty[(ring0 + kc) % S]);
       };
       auto skip = [&](int kc) {
-        const int it = it0 + kc;
+        const int it = ring0 + kc;
         while (!hp::mbar_try_wait(&full[it % S], (it / S) & 1)) {}
         release(kc);
       };
@@ -304,16 +331,16 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
       auto buf = [](int par, int s) { return (par * 4 + s) % NB; };
       Chunk cur, nxt;
       if (n_own > 0) {
-        while (!hp::mbar_try_wait(&full[(it0 + kf) % S], ((it0 + kf) / S) & 1)) {}
+        while (!hp::mbar_try_wait(&full[(ring0 + kf) % S], ((ring0 + kf) / S) & 1)) {}
         load_chunk(cur, kf);
 #pragma unroll
         for (int j = 0; j < KG; ++j) decode_step(cur, j, abuf[buf(0, j)]);
       }
       auto chunk = [&](auto psel, int kc) {
         constexpr int par = decltype(psel)::value;
-        const int it = it0 + kc;  // ring index of chunk kc
+        const int it = ring0 + kc;  // ring index of chunk kc
         const uint64_t db = wgmma::desc_kmajor(smem + (it % S) * C::STAGE_BYTES);
-        const bool more = kc + st < kc_total;
+        const bool more = kc + st < ke;
 #pragma unroll
         for (int gi = 0; gi < NG; ++gi) {
 #pragma unroll
@@ -327,8 +354,8 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
 #pragma unroll
           for (int j = 0; j < KG; ++j) wgmma::fence_operands(abuf[buf(par, (gi + 1) * KG + j)]);
           if (gi == 0) {
-            if (kc >= st) release(kc - st);  // this warpgroup's previous chunk retired
-            if constexpr (split) {
+            if (KS ? kc - st >= kf : kc >= st) release(kc - st);  // this warpgroup's previous chunk retired
+            if constexpr (split) {  // (only without KS: the item starts at chunk 0)
               if (kc >= 1) skip(kc - 1);  // the other warpgroup's chunk in between
             }
             if (more) {
@@ -346,9 +373,9 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
           }
         }
       };
-      for (int kc = kf; kc < kc_total; kc += 2 * st) {
+      for (int kc = kf; kc < ke; kc += 2 * st) {
         chunk(std::integral_constant<int, 0>{}, kc);
-        if (kc + st < kc_total) chunk(std::integral_constant<int, 1>{}, kc + st);
+        if (kc + st < ke) chunk(std::integral_constant<int, 1>{}, kc + st);
       }
       wgmma::wait<0>();
       wgmma::fence_operands(acc);
@@ -357,7 +384,32 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
       const int k_last = n_own > 0 ? kf + (n_own - 1) * st : -1;
       if (k_last >= 0) release(k_last);
       if constexpr (split) {
-        for (int kc = k_last + 1; kc < kc_total; ++kc) skip(kc);
+        for (int kc = k_last + 1; kc < ke; ++kc) skip(kc);
+      }
+
+      // A K slice (Note [K split]): its fp32 partials go to the workspace; the item that arrives
+      // last for the tile sums the slices in slice order and runs the epilogue.
+      if constexpr (KS) {
+        const int t = tid;  // consumer thread
+        constexpr int kSlot = C::BT * C::BW, kThreads = 128 * C::NWG;
+        float* part = p.ws_part + static_cast<int64_t>(tile) * P.ksplit * kSlot + t;  // slice q: + q * kSlot
+#pragma unroll
+        for (int j = 0; j < C::BT / 2; ++j) __stcg(part + item.slice * kSlot + j * kThreads, acc[j]);
+        __threadfence();  // the partials are visible device-wide before this item counts itself in
+        hp::named_barrier_sync(1, kThreads);
+        if (t == 0) ks_last = atomicAdd(p.ws_count + tile, 1u) == static_cast<unsigned>(P.ksplit - 1);
+        hp::named_barrier_sync(1, kThreads);
+        if (!ks_last) return;
+        __threadfence();
+        // slice by slice, each slice's BT / 2 loads in flight together (one load per trip of a
+        // loop over the slices would wait BT / 2 x ksplit times on L2); summed in slice order
+#pragma unroll
+        for (int j = 0; j < C::BT / 2; ++j) acc[j] = 0.0f;
+        for (int q = 0; q < P.ksplit; ++q) {
+#pragma unroll
+          for (int j = 0; j < C::BT / 2; ++j) acc[j] += __ldcg(part + q * kSlot + j * kThreads);
+        }
+        if (t == 0) p.ws_count[tile] = 0;  // for the next launch on this stream
       }
 
       // ---- epilogue: y[m0 + t][n0 + r] = acc * g + bias[n0 + r], through shared memory ----
@@ -415,16 +467,17 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
         }
       }
     };
-    for (int item = blockIdx.x; item < P.items; item += gridDim.x, it0 += kc_total) {
-      int tile, half;
-      item_tile(item, tile, half);
-      if constexpr (C::NWG == 2) {  // (the host splits only with two consumer warpgroups)
-        if (half >= 0) {
-          run_item(std::true_type{}, tile, half);
+    for (int i = blockIdx.x; i < P.items; i += gridDim.x) {
+      const Item item = item_of(i);
+      if constexpr (C::NWG == 2 && !KS) {  // (the host splits only with two consumer warpgroups)
+        if (item.half >= 0) {
+          run_item(std::true_type{}, item);
+          it0 += item.ke - item.ks;
           continue;
         }
       }
-      run_item(std::false_type{}, tile, half);
+      run_item(std::false_type{}, item);
+      it0 += item.ke - item.ks;
     }
   };
 
@@ -439,11 +492,11 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
       // CTAs that sweeps the x tiles (evict last: they stay in L2 between waves).
       const uint64_t pol_x = hp::l2_policy(false), pol_w = hp::l2_policy(true);
       int it = 0;
-      for (int item = blockIdx.x; item < P.items; item += gridDim.x) {
-        int tile, half;  // a split item loads the whole tile's weight rows (W is 1/8 of a stage's bytes)
-        item_tile(item, tile, half);
-        const int n0 = (tile % tiles_n) * C::BW, m0 = (tile / tiles_n) * C::BT;
-        for (int kc = 0; kc < kc_total; ++kc, ++it) {
+      for (int i = blockIdx.x; i < P.items; i += gridDim.x) {
+        // (a tail-split item loads the whole tile's weight rows: W is 1/8 of a stage's bytes)
+        const Item item = item_of(i);
+        const int n0 = (item.tile % tiles_n) * C::BW, m0 = (item.tile / tiles_n) * C::BT;
+        for (int kc = item.ks; kc < item.ke; ++kc, ++it) {
           const int s = it % S;
           if (it >= S) while (!hp::mbar_try_wait(&empty[s], ((it / S) - 1) & 1)) {}
           uint8_t* st = smem + s * C::STAGE_BYTES;
@@ -472,13 +525,30 @@ inline bool encode_map(CUtensorMap* m, const void* base, CUtensorMapDataType dt,
                               sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// VSTACK_FP4_GEMM_KSPLIT=<s> (1..8) forces the K split of the wgmma GEMM (Note [K split]): for tests and
+// benchmarks of the schedule; unset in normal use.
+inline int forced_gemm_ksplit() {
+  static const int v = [] {
+    const char* e = std::getenv("VSTACK_FP4_GEMM_KSPLIT");
+    const int i = e && *e ? std::atoi(e) : 0;
+    return i >= 1 && i <= kWgMaxKSplit ? i : 0;
+  }();
+  return v;
+}
+
 // Falls back to the mma.sync kernel (config `large`) where the tensor-map encoder is missing.
 template <class C, Format F, typename T>
 cudaError_t launch_gemm_wgmma(const GemmParams& p, cudaStream_t stream) {
   if (!kernels::tensor_map_encoder()) return launch_gemm<CfgLarge, F, T>(p, stream);
-  auto kern = fp4_gemm_wgmma_kernel<C, F, T>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::SMEM_BYTES));
+  auto kern = fp4_gemm_wgmma_kernel<C, F, T, false>;
+  auto kern_ks = fp4_gemm_wgmma_kernel<C, F, T, true>;
+  static const cudaError_t attr = [&] {
+    const cudaError_t e =
+        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(C::SMEM_BYTES));
+    return e != cudaSuccess ? e
+                            : cudaFuncSetAttribute(kern_ks, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   static_cast<int>(C::SMEM_BYTES));
+  }();
   if (attr != cudaSuccess) return attr;
   constexpr int SB = chunk_scale_bytes(F);
   WgmmaParams P{};
@@ -491,21 +561,36 @@ cudaError_t launch_gemm_wgmma(const GemmParams& p, cudaStream_t stream) {
       encode_map(&P.ms, p.scales, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(p.k) / 4 * SB, uint64_t(p.npad) / 16,
                  uint64_t(p.k) / 4 * SB, 16 * SB, C::BW / 16, CU_TENSOR_MAP_SWIZZLE_NONE);
   if (!ok) return cudaErrorInvalidValue;
-  // Persistent grid: as many CTAs as fit on the device at once, at most one per tile.
-  static const int resident = [&] {
+  // Persistent grid: as many CTAs as fit on the device at once, at most one per item.
+  auto resident_of = [&](auto k) {
     int dev = 0, sms = 0, per_sm = 0;
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, C::THREADS, C::SMEM_BYTES) != cudaSuccess)
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, C::THREADS, C::SMEM_BYTES) != cudaSuccess)
       return 0;
     return sms * per_sm;
-  }();
-  if (resident <= 0) return cudaErrorInvalidConfiguration;
+  };
+  static const int resident = resident_of(kern), resident_ks = resident_of(kern_ks);
+  if (resident <= 0 || resident_ks <= 0) return cudaErrorInvalidConfiguration;
   const int64_t tiles = int64_t((p.n + C::BW - 1) / C::BW) * ((p.m + C::BT - 1) / C::BT);
-  const WgSchedule sch = wg_schedule(tiles, resident, C::NWG == 2);
+  const int64_t kc_total = p.k / 64;
+  const int fk = forced_gemm_ksplit();
+  WgSchedule sch =
+      wg_schedule(tiles, resident_ks, C::NWG == 2, kc_total, fk > 0 ? fk : wg_ksplit(tiles, resident_ks, kc_total));
+  if (sch.ksplit > 1) {  // Note [K split]; without a workspace (an allocation failed), no split
+    const int64_t floats = wg_ws_floats(tiles, sch.ksplit, C::BT, C::BW);
+    const SplitKWorkspace ws =
+        4 * (floats + tiles) <= kSplitKWsMaxBytes ? splitk_workspace(stream, floats, tiles) : SplitKWorkspace{};
+    P.p.ws_part = ws.part;
+    P.p.ws_count = ws.count;
+    if (!ws.part) sch.ksplit = 1;
+  }
+  if (sch.ksplit == 1) sch = wg_schedule(tiles, resident, C::NWG == 2, kc_total);
   P.whole = static_cast<int>(sch.whole);
   P.items = static_cast<int>(sch.items);
-  kern<<<static_cast<unsigned>(sch.grid), C::THREADS, C::SMEM_BYTES, stream>>>(P);
+  P.ksplit = sch.ksplit;
+  P.kcs = sch.kcs;
+  (sch.ksplit > 1 ? kern_ks : kern)<<<static_cast<unsigned>(sch.grid), C::THREADS, C::SMEM_BYTES, stream>>>(P);
   return cudaGetLastError();
 }
 

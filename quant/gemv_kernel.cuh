@@ -65,17 +65,13 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <map>
-#include <mutex>
-#include <thread>
-#include <tuple>
-#include <vector>
 
 #include "quant/device.cuh"
 #include "quant/format.hpp"
 #include "quant/gemm_kernel.cuh"
 #include "quant/gemv_plan.hpp"
 #include "quant/layout.hpp"
+#include "quant/splitk_workspace.hpp"
 
 namespace vstack::quant {
 
@@ -185,7 +181,7 @@ struct Args {
 // on the block's counter; the CTA that arrives last reads the S slots in slice order, stores y and
 // sets the counter back to 0. So the sums are those of the cluster path, in the same order (y is the
 // same bits for the same (S, T): checked on the GPU for four formats), nothing waits, and every launch
-// leaves the counters at 0 for the next. The workspace is the launcher's (gemv_workspace below): one
+// leaves the counters at 0 for the next. The workspace is the launcher's (quant/splitk_workspace.hpp): one
 // per device and stream for eager launches, one per capture for graphs.
 // Measured (H100, 2026-11-22, bench_fp4.py: CUDA-graph replays, the plan's choice, two alternations with
 // the cluster-only kernels, µs): 4096x14336 M = 16 (S4T8 against S8T8 in clusters) nvfp4 31.3-31.6 ->
@@ -601,156 +597,6 @@ inline int forced_gemv_ws() {
   return v;
 }
 
-// A split-K workspace (Note [Workspace split]): partials and arrival counters, and their room.
-struct GemvWorkspace {
-  float* part = nullptr;
-  unsigned* count = nullptr;
-  int64_t floats = 0, counters = 0;
-};
-
-namespace gemv {
-
-// Runs f with this thread's stream-capture mode relaxed: the workspace's cudaMalloc and cudaFree are not
-// stream operations, and may be made while a stream is being captured (as frameworks' caching
-// allocators do) without invalidating the capture.
-template <class Fn>
-bool capture_relaxed(Fn f) {
-  cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-  if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess) return false;
-  const bool ok = f();
-  (void)cudaThreadExchangeStreamCaptureMode(&m);
-  return ok;
-}
-
-// A zeroed workspace of at least the given size (1 MB of partials and 4096 counters at least), or
-// false. The counters are zeroed on a private stream, so that nothing joins a capture on another.
-inline bool ws_alloc(GemvWorkspace& e, int64_t floats, int64_t counters) {
-  e = GemvWorkspace{};
-  const int64_t nf = std::max<int64_t>(floats, 1 << 18), nc = std::max<int64_t>(counters, 1 << 12);
-  return capture_relaxed([&] {
-    cudaStream_t z = nullptr;
-    bool ok = cudaMalloc(&e.part, static_cast<size_t>(nf) * 4) == cudaSuccess &&
-              cudaMalloc(&e.count, static_cast<size_t>(nc) * 4) == cudaSuccess &&
-              cudaStreamCreateWithFlags(&z, cudaStreamNonBlocking) == cudaSuccess &&
-              cudaMemsetAsync(e.count, 0, static_cast<size_t>(nc) * 4, z) == cudaSuccess &&
-              cudaStreamSynchronize(z) == cudaSuccess;
-    if (z) (void)cudaStreamDestroy(z);
-    if (!ok) {
-      (void)cudaGetLastError();
-      (void)cudaFree(e.part);
-      (void)cudaFree(e.count);
-      e = GemvWorkspace{};
-      return false;
-    }
-    e.floats = nf;
-    e.counters = nc;
-    return true;
-  });
-}
-
-// Workspaces of destroyed graphs, freed by the next launch (a user object's destructor may not call CUDA).
-struct WsGraveyard {
-  std::mutex mu;
-  std::vector<GemvWorkspace> bufs;
-};
-inline WsGraveyard& ws_graveyard() {
-  static WsGraveyard g;
-  return g;
-}
-inline void ws_bury(void* p) {
-  GemvWorkspace* b = static_cast<GemvWorkspace*>(p);
-  {
-    std::lock_guard<std::mutex> lock(ws_graveyard().mu);
-    ws_graveyard().bufs.push_back(*b);
-  }
-  delete b;
-}
-
-}  // namespace gemv
-
-// The split-K workspace for a launch on `stream` with room for `floats` partials and `counters` counters,
-// all of them 0 when the stream reaches the kernel; none (nullptr) where it cannot be had (an allocation
-// failed), and the launcher then plans without it. Note [Workspace split].
-// - Eager launches: one workspace per device and stream (the per-thread default stream is a different
-//   stream in each host thread, so it is keyed by thread as well), grown after the stream's work so far,
-//   kept until the process ends. Launches on one stream are ordered, and each leaves the counters at 0.
-// - Launches captured into a graph: a workspace of the capture's own (per capture sequence and stream),
-//   owned by the graph through a user object and freed after the graph is destroyed; each replay leaves
-//   its counters at 0 for the next. So graphs replayed on other streams never share one with eager work.
-// At most kGemvWsMaxBytes each (a few MB for most shapes).
-inline GemvWorkspace gemv_workspace(cudaStream_t stream, int64_t floats, int64_t counters) {
-  using Key = std::tuple<int, cudaStream_t, std::thread::id>;
-  struct Captured {
-    unsigned long long id = 0;
-    GemvWorkspace buf;
-  };
-  static std::mutex mu;
-  static std::map<Key, GemvWorkspace> eager;
-  static std::map<Key, Captured> captured;
-  int dev = 0;
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  unsigned long long id = 0;
-  cudaGraph_t graph = nullptr;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaStreamGetCaptureInfo(stream, &cs, &id, &graph) != cudaSuccess ||
-      cs == cudaStreamCaptureStatusInvalidated) {
-    (void)cudaGetLastError();
-    return {};
-  }
-  {  // workspaces of destroyed graphs: no kernel uses them any more
-    std::vector<GemvWorkspace> dead;
-    {
-      std::lock_guard<std::mutex> lock(gemv::ws_graveyard().mu);
-      dead.swap(gemv::ws_graveyard().bufs);
-    }
-    if (!dead.empty())
-      gemv::capture_relaxed([&] {
-        for (const GemvWorkspace& b : dead) {
-          (void)cudaFree(b.part);
-          (void)cudaFree(b.count);
-        }
-        return true;
-      });
-  }
-  const Key key{dev, stream, stream == cudaStreamPerThread ? std::this_thread::get_id() : std::thread::id{}};
-  std::lock_guard<std::mutex> lock(mu);
-  if (cs == cudaStreamCaptureStatusActive) {
-    Captured& c = captured[key];
-    if (c.id == id && c.buf.floats >= floats && c.buf.counters >= counters) return c.buf;
-    // a new capture, or more room: a new workspace, owned by the graph (earlier nodes keep the old one)
-    GemvWorkspace b;
-    if (!gemv::ws_alloc(b, floats, counters)) return {};
-    auto* owned = new GemvWorkspace(b);
-    cudaUserObject_t obj = nullptr;
-    if (cudaUserObjectCreate(&obj, owned, gemv::ws_bury, 1, cudaUserObjectNoDestructorSync) != cudaSuccess) {
-      (void)cudaGetLastError();
-      gemv::ws_bury(owned);  // freed by the next launch
-      return {};
-    }
-    if (cudaGraphRetainUserObject(graph, obj, 1, cudaGraphUserObjectMove) != cudaSuccess) {
-      (void)cudaGetLastError();
-      (void)cudaUserObjectRelease(obj, 1);  // its destructor buries the workspace
-      return {};
-    }
-    c.id = id;
-    c.buf = b;
-    return b;
-  }
-  GemvWorkspace& e = eager[key];
-  if (e.floats >= floats && e.counters >= counters) return e;
-  const bool freed = gemv::capture_relaxed([&] {
-    if (e.part && cudaStreamSynchronize(stream) != cudaSuccess) return false;  // the old one may be in use until then
-    (void)cudaFree(e.part);
-    (void)cudaFree(e.count);
-    return true;
-  });
-  if (!freed) {
-    (void)cudaGetLastError();
-    return {};
-  }
-  gemv::ws_alloc(e, floats, counters);  // e stays empty if it fails
-  return e;
-}
-
 template <Format F, typename T, int MT, bool XF, bool SPLIT, bool WS = false>
 cudaError_t gemv_smem_optin() {
   static const cudaError_t attr =
@@ -836,7 +682,7 @@ cudaError_t launch_gemv_mt(const GemmParams& p0, cudaStream_t stream) {
     if (const GemvPlan f = gemv_plan_for(p.m, p.n, p.k, s, ft > 0 ? ft : pl.tiles, w, ws); f.ok) pl = f;
   }
   if (pl.ws) {  // Note [Workspace split]; without a workspace (a stream capture), the plan without one
-    const GemvWorkspace ws = gemv_workspace(stream, gemv_ws_floats(pl), pl.row_blocks);
+    const SplitKWorkspace ws = splitk_workspace(stream, gemv_ws_floats(pl), pl.row_blocks);
     p.ws_part = ws.part;
     p.ws_count = ws.count;
     if (!ws.part) {

@@ -102,7 +102,7 @@ inline constexpr int64_t kGemvCostCluster = 300;  // per row block summed across
 inline constexpr int64_t kGemvCostXBytes = 512;   // x bytes per CTA per unit
 inline constexpr int64_t kGemvCostShortRun = 25;  // a warp's run under kGemvMinRun chunks
 inline constexpr int64_t kGemvCostWs = 800;       // per row block summed through the workspace
-inline constexpr int64_t kGemvWsMaxBytes = 64 << 20;  // a stream's workspace at most
+inline constexpr int64_t kSplitKWsMaxBytes = 64 << 20;  // a launch's split-K workspace at most (decode and wgmma GEMM)
 
 // The workspace of a plan summed through it: each (row block, slice)'s 16 x rows partials in fp32, then
 // one arrival counter per row block (Note [Workspace split]).
@@ -127,7 +127,7 @@ constexpr GemvPlan gemv_plan_for(int64_t m, int64_t n, int64_t k, int s, int t, 
   p.smem = gemv_smem(mrows, kcs);
   p.ctas_per_sm = gemv_ctas_per_sm(p.smem);
   p.ws = ws && s > 1;
-  if (p.ws && gemv_ws_bytes(p) > kGemvWsMaxBytes) p.ok = false;
+  if (p.ws && gemv_ws_bytes(p) > kSplitKWsMaxBytes) p.ok = false;
   return p;
 }
 

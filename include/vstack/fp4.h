@@ -59,15 +59,17 @@ VSTACK_API vstack_status_t vstack_fp4_dequantize(const vstack_fp4_tensor_t* q, v
 /* y[m][n] = sum_k x[m][k] * W[n][k] (+ bias[n]) for x [m x K] (f16 or bf16,
  * row-major, contiguous, 16-byte aligned), W = w (GEMM layout, N x K), bias
  * NULL or [N] of x's dtype, y [m x N] of x's dtype. fp32 accumulation.
- * At m <= 16 a large K may be split over CTAs that meet in a workspace the
+ * Where the output tiles are too few to fill the GPU (m <= 16 with a large K,
+ * or mid m on a small N), K may be split over CTAs that meet in a workspace the
  * library allocates (a few MB, 64 MB at most): one per device and stream for
  * eager calls, kept until exit; one per captured graph (and capturing stream),
- * freed after the graph is destroyed. */
+ * freed after the graph is destroyed. The sums stay deterministic. */
 VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dtype_t dtype, int64_t m,
                                              const vstack_fp4_tensor_t* w, const void* bias, void* y, void* stream);
 
 /* Which kernel configuration vstack_fp4_matmul uses for m x N x K on a GPU with
- * `sms` multiprocessors (0..4: small16, small32, mid, large, gemv); for tests/benches. */
+ * `sms` multiprocessors (0..4: small16, small32, mid, large, gemv; 5..8 on sm_90a:
+ * wg256, wg128, wg128n, wg64n); for tests/benches. */
 VSTACK_API int vstack_fp4_matmul_config(int64_t m, int64_t n, int64_t k, int sms);
 
 #ifdef __cplusplus

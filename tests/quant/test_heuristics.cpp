@@ -29,6 +29,44 @@ TEST_CASE("GEMM tile traits are consistent", "[quant][heuristics]") {
   STATIC_REQUIRE(CfgLarge::NT == 4);
 }
 
+TEST_CASE("wgmma GEMM schedule: K split where the tiles fill at most half the CTAs", "[quant][heuristics]") {
+  // 4096 x 14336, M = 32, wg64n (2 CTAs per SM): 64 tiles, 224 chunks -> 4 slices of 56
+  STATIC_REQUIRE(wg_ksplit(64, 264, 224) == 4);
+  constexpr WgSchedule a = wg_schedule(64, 264, false, 224, wg_ksplit(64, 264, 224));
+  STATIC_REQUIRE(a.ksplit == 4);
+  STATIC_REQUIRE(a.kcs == 56);
+  STATIC_REQUIRE(a.items == 256);
+  STATIC_REQUIRE(a.whole == a.items);  // no tail halves with a K split
+  STATIC_REQUIRE(a.grid == 256);
+  STATIC_REQUIRE(wg_ws_floats(64, a.ksplit, 64, 64) == 64 * 4 * 64 * 64);
+  // 8192 x 8192, M = 32: 128 tiles -> 2 slices; 14336 x 4096 (224 tiles) and M >= 1024 cells: none
+  STATIC_REQUIRE(wg_ksplit(128, 264, 128) == 2);
+  STATIC_REQUIRE(wg_ksplit(224, 264, 64) == 1);
+  STATIC_REQUIRE(wg_ksplit(128, 132, 128) == 1);  // 4096^2 M = 1024, wg256
+  STATIC_REQUIRE(wg_ksplit(256, 132, 128) == 1);  // 8192^2 M = 1024
+  // at most kWgMaxKSplit slices of at least kWgMinSliceChunks chunks
+  STATIC_REQUIRE(wg_ksplit(1, 264, 1000) == kWgMaxKSplit);
+  STATIC_REQUIRE(wg_ksplit(1, 264, 20) == 2);
+  STATIC_REQUIRE(wg_ksplit(1, 264, 15) == 1);
+  // a ragged split: 65 chunks in 8 -> slices of 9, the last of 2; 10 chunks in 8 -> 5 slices of 2
+  STATIC_REQUIRE(wg_schedule(3, 264, true, 65, 8).kcs == 9);
+  STATIC_REQUIRE(wg_schedule(3, 264, true, 65, 8).ksplit == 8);
+  STATIC_REQUIRE(wg_schedule(3, 264, true, 10, 8).ksplit == 5);
+  STATIC_REQUIRE(wg_schedule(3, 264, true, 1, 8).ksplit == 1);
+  // every (tile, slice) is one item; the slices cover the chunks once, none empty
+  for (int64_t tiles : {1, 7, 64, 130})
+    for (int64_t kc : {1, 2, 9, 64, 65, 224})
+      for (int ks = 1; ks <= kWgMaxKSplit; ++ks) {
+        const WgSchedule s = wg_schedule(tiles, 264, true, kc, ks);
+        if (s.ksplit == 1) continue;
+        CHECK(s.items == tiles * s.ksplit);
+        CHECK(s.whole == s.items);
+        CHECK(s.ksplit <= ks);
+        CHECK(static_cast<int64_t>(s.ksplit - 1) * s.kcs < kc);  // the last slice holds a chunk
+        CHECK(static_cast<int64_t>(s.ksplit) * s.kcs >= kc);
+      }
+}
+
 TEST_CASE("wgmma GEMM schedule: a tail round of at most half the CTAs is split in halves", "[quant][heuristics]") {
   // 14336 x 4096, M = 1024, wg256: 448 tiles on 132 SMs = 3 rounds + 52 tiles -> 104 half items
   constexpr WgSchedule a = wg_schedule(448, 132, true);
@@ -78,9 +116,10 @@ TEST_CASE("launch heuristic selection", "[quant][heuristics]") {
   // M > 16: wgmma tiles, BT tokens as small as M allows
   CHECK(pick_gemm_config(17, 8192, 8192, h100) == GemmConfigId::wg64n);
   CHECK(pick_gemm_config(64, 14336, 4096, h100) == GemmConfigId::wg64n);
-  // ... unless 64-row weight tiles leave half the SMs idle (N / 64 < SMs / 2): weight streaming
-  CHECK(pick_gemm_config(32, 4096, 4096, h100) == GemmConfigId::small16);
-  CHECK(pick_gemm_config(64, 4096, 14336, h100) == GemmConfigId::small16);
+  // ... also where 64-row weight tiles leave half the SMs idle (N / 64 < SMs / 2): the K split
+  // fills them (Note [K split])
+  CHECK(pick_gemm_config(32, 4096, 4096, h100) == GemmConfigId::wg64n);
+  CHECK(pick_gemm_config(64, 4096, 14336, h100) == GemmConfigId::wg64n);
   CHECK(pick_gemm_config(65, 4096, 4096, h100) == GemmConfigId::wg128n);
   CHECK(pick_gemm_config(65, 8192, 8192, h100) == GemmConfigId::wg128n);
   CHECK(pick_gemm_config(128, 8192, 8192, h100) == GemmConfigId::wg128n);
@@ -197,7 +236,7 @@ TEST_CASE("decode kernel plan", "[quant][heuristics]") {
   // without clusters (sm_80) the workspace makes the shapes whose x does not fit one CTA plannable
   STATIC_REQUIRE(!plan_gemv(16, 4096, 14336, h100, false).ok);
   STATIC_REQUIRE(plan_gemv(16, 4096, 14336, h100, false, nullptr, h100).ws);
-  // a workspace over kGemvWsMaxBytes is not planned: 2^20 rows at S = 8 would need 512 MB
+  // a workspace over kSplitKWsMaxBytes is not planned: 2^20 rows at S = 8 would need 512 MB
   STATIC_REQUIRE(!gemv_plan_for(16, int64_t{1} << 20, 8192, 8, 8, 16, true).ok);
   STATIC_REQUIRE(gemv_plan_for(16, int64_t{1} << 20, 8192, 8, 8, 16, false).ok);
   STATIC_REQUIRE(gemv_ws_bytes(gemv_plan_for(16, 4096, 14336, 4, 8, 33, true)) == 4 * (32 * 4 * 128 * 16) + 4 * 32);
@@ -251,7 +290,7 @@ TEST_CASE("decode kernel plan", "[quant][heuristics]") {
       if (w.ws) {
         CHECK(w.split > 1);
         CHECK(w.workers == std::min<int64_t>(h100 / w.split, w.row_blocks));
-        CHECK(gemv_ws_bytes(w) <= kGemvWsMaxBytes);
+        CHECK(gemv_ws_bytes(w) <= kSplitKWsMaxBytes);
       }
       for (int s = 2; s <= kGemvMaxSplit; s *= 2)
         for (int t = 1; t <= 8; t *= 2)

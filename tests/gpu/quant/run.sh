@@ -24,6 +24,18 @@ for s in 1 2 4 8; do
   done
 done
 [ $status -eq 0 ] && echo "fp4_gpu_tests: all $plans forced decode plans pass"
+# the wgmma GEMM configs (5..8: wg256, wg128, wg128n, wg64n), each with a K split forced (Note [K
+# split]: 3 and 8 slices; the unsplit configs run in the cases above); where the device has no wgmma
+# the mma.sync configs run instead
+splits=0
+for c in 5 6 7 8; do
+  for k in 3 8; do
+    splits=$((splits + 1))
+    VSTACK_FP4_GEMM_CONFIG=$c VSTACK_FP4_GEMM_KSPLIT=$k "$bin" "[gemm-ksplit]" > /tmp/vstack-gemm-ksplit.log 2>&1 ||
+      { echo "wgmma config $c K split $k FAILED:"; tail -30 /tmp/vstack-gemm-ksplit.log; status=1; }
+  done
+done
+[ $status -eq 0 ] && echo "fp4_gpu_tests: all $splits forced wgmma configs x K splits pass"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   VSTACK_KERNELS_LIB="$build/kernels/libvstack_kernels.so" PYTHONPATH="$root/python" \
     python3 "$here/test_fp4_torch.py" || status=1

@@ -362,14 +362,27 @@ TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quan
     for (const MatmulShape& s : shapes) check_matmul(s, f, s.m == 9 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
 }
 
-// The decode kernel's split-K workspace (Note [Workspace split]): eager launches use one per stream,
-// captured ones one of the capture's own, owned by the graph (freed once it is destroyed: the next
-// launch frees it). Each launch and replay must leave its counters at 0 for the next (check_matmul
-// launches twice). The shapes are those whose plan takes the workspace on an H100 (quant/gemv_plan.hpp);
-// elsewhere they check the same paths with whatever plan applies.
-TEST_CASE("decode kernel: split-K workspace under stream capture", "[gpu][quant]") {
+// The wgmma GEMM with its K chunks split over work items (Note [K split] in quant/gemm_traits.hpp):
+// run.sh runs this case again under each forced wgmma config x VSTACK_FP4_GEMM_KSPLIT; without them
+// it checks what the heuristic picks (on an H100: a K split for the last two shapes).
+TEST_CASE("wgmma GEMM: the K split matches the fp64 product", "[gpu][quant][gemm-ksplit]") {
   std::mt19937_64 rng(fresh_seed());
-  const MatmulShape shapes[] = {{16, 4096, 14336}, {13, 1040, 14336}};
+  // ragged K slices (65 chunks), ragged M and N edges, several items per CTA (1040 rows of 64)
+  const MatmulShape shapes[] = {{33, 520, 4160}, {7, 200, 640}, {100, 1040, 2048}, {40, 4352, 1600}};
+  for (Format f : kFormats)
+    for (const MatmulShape& s : shapes) check_matmul(s, f, s.m == 7 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
+}
+
+// The split-K workspace of the decode kernel (Note [Workspace split]) and of the wgmma GEMM (Note [K
+// split]): eager launches use one per stream, captured ones one of the capture's own, owned by the graph
+// (freed once it is destroyed: the next launch frees it). Each launch and replay must leave its counters
+// at 0 for the next (check_matmul launches twice). The shapes are those whose plan takes the workspace on
+// an H100 (quant/gemv_plan.hpp, quant/gemm_traits.hpp); elsewhere they check the same paths with whatever
+// plan applies.
+TEST_CASE("split-K workspace under stream capture", "[gpu][quant]") {
+  std::mt19937_64 rng(fresh_seed());
+  // and the wgmma GEMM's K split (Note [K split]: 100 x 1040 x 2048 on an H100)
+  const MatmulShape shapes[] = {{16, 4096, 14336}, {13, 1040, 14336}, {100, 1040, 2048}};
   for (const MatmulShape& s : shapes) {
     cudaStream_t st = nullptr;
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
