@@ -150,11 +150,11 @@ constexpr int64_t wg_ws_floats(int64_t tiles, int ksplit, int bt, int bw) { retu
 // unless x's K slice cannot fit its shared memory (M > 8 and K > 8 * 4096); then
 // weight streaming (BM = 16; more than one row of CTAs re-reads W from L2): BN = 32
 // when that still gives two CTAs per SM, else BN = 16 for more CTAs.
-// M > 16: wgmma tiles (mma.sync `large` where wgmma is unavailable), BT tokens as small as
-// M allows; one consumer warpgroup (64 weight rows) up to M = 128 for more CTAs; the K chunks
-// split over CTAs where the tiles are few (Note [K split]). Measured
-// (H100, N = K = 8192, nvfp4): M = 256: wg128 0.68x cuBLAS, wg256 0.55x, wg128n 0.47x;
-// M = 512: wg256 0.87x, wg128 0.58x.
+// M > 16: wgmma tiles (mma.sync `large` where wgmma is unavailable), the K chunks split over
+// CTAs where the tiles are few (Note [K split]): 64 x 64 tiles up to M = 64, then BT >= M with two
+// consumer warpgroups (128 weight rows). Before the K split (H100, N = K = 8192, nvfp4), M = 256:
+// wg128 0.68x cuBLAS, wg256 0.55x, wg128n 0.47x; M = 512: wg256 0.87x, wg128 0.58x; with it, M = 256
+// wg256 0.95x (measurements in pick_gemm_config). wg128n is no longer picked (forced: tests, benches).
 // The mma.sync-only choice (GPUs without wgmma, builds for another target): M <= 64 weight
 // streaming, M <= 256 64 x 64 tiles, beyond 128 x 128.
 constexpr GemmConfigId mma_sync_config(int64_t m, int64_t n, int64_t k, int sms) {
@@ -170,9 +170,13 @@ constexpr GemmConfigId pick_gemm_config(int64_t m, int64_t n, int64_t k, int sms
   // M <= 64: 64 x 64 tiles, K split where they fill at most half the CTA slots (Note [K split]).
   // Measured (H100, 2026-11-22, nvfp4 M = 32): 4096 x 14336 37.6 us vs 93.2 for the weight-streaming
   // kernel (small16, picked here before the K split), 4096 x 4096 15.4 vs 32.8.
+  // Above: two consumer warpgroups, BT >= M (one row of tiles), K split where the tiles are few.
+  // Measured (H100, 2026-11-22, nvfp4, forced configs, two runs, us): M = 128 wg128 / wg128n
+  // 8192 x 8192 44.8 / 56.5, 14336 x 4096 38.9 / 57.8, 4096 x 14336 41.3 / 55.3, 4096 x 4096 19.0 /
+  // 20.6; M = 256 wg256 / wg128 8192 x 8192 58.4 / 71.0, 14336 x 4096 48.0 / 74.5, 4096 x 14336 54.0
+  // / 70.5, 4096 x 4096 26.2 / 26.7; at M = 24..64 wg64n was the fastest or within 1 % on all four.
   if (m <= 64) return GemmConfigId::wg64n;
-  if (m <= 128) return GemmConfigId::wg128n;
-  if (m <= 256) return GemmConfigId::wg128;
+  if (m <= 128) return GemmConfigId::wg128;
   return GemmConfigId::wg256;
 }
 

@@ -120,10 +120,12 @@ TEST_CASE("launch heuristic selection", "[quant][heuristics]") {
   // fills them (Note [K split])
   CHECK(pick_gemm_config(32, 4096, 4096, h100) == GemmConfigId::wg64n);
   CHECK(pick_gemm_config(64, 4096, 14336, h100) == GemmConfigId::wg64n);
-  CHECK(pick_gemm_config(65, 4096, 4096, h100) == GemmConfigId::wg128n);
-  CHECK(pick_gemm_config(65, 8192, 8192, h100) == GemmConfigId::wg128n);
-  CHECK(pick_gemm_config(128, 8192, 8192, h100) == GemmConfigId::wg128n);
-  CHECK(pick_gemm_config(256, 8192, 8192, h100) == GemmConfigId::wg128);
+  // then two consumer warpgroups with BT >= M: 128 tokens up to M = 128, 256 beyond
+  CHECK(pick_gemm_config(65, 4096, 4096, h100) == GemmConfigId::wg128);
+  CHECK(pick_gemm_config(65, 8192, 8192, h100) == GemmConfigId::wg128);
+  CHECK(pick_gemm_config(128, 8192, 8192, h100) == GemmConfigId::wg128);
+  CHECK(pick_gemm_config(129, 8192, 8192, h100) == GemmConfigId::wg256);
+  CHECK(pick_gemm_config(256, 8192, 8192, h100) == GemmConfigId::wg256);
   CHECK(pick_gemm_config(257, 8192, 8192, h100) == GemmConfigId::wg256);
   CHECK(pick_gemm_config(8192, 8192, 8192, h100) == GemmConfigId::wg256);
   // without wgmma (other GPUs / targets): the mma.sync configs; beyond the decode kernel, weight
