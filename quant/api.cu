@@ -6,6 +6,7 @@
 
 #include "kernels/status.hpp"
 #include "quant/convert_kernels.cuh"
+#include "quant/env.hpp"
 #include "quant/gemm_kernel.cuh"
 #include "quant/gemm_traits.hpp"
 #include "quant/gemv_plan.hpp"
@@ -201,12 +202,7 @@ constexpr bool kHaveWgmma = false;
 // VSTACK_FP4_GEMM_CONFIG=<id> forces a tile config (GemmConfigId) for every matmul: for
 // benchmarks and tests of the configs the heuristic does not pick; unset in normal use.
 int forced_config() {
-  static const int v = [] {
-    const char* e = std::getenv("VSTACK_FP4_GEMM_CONFIG");
-    if (!e || !*e) return -1;
-    const int i = std::atoi(e);
-    return i >= 0 && i < kNumGemmConfigs ? i : -1;
-  }();
+  static const int v = env_int_in("VSTACK_FP4_GEMM_CONFIG", 0, kNumGemmConfigs - 1, -1);
   return v;
 }
 

@@ -55,11 +55,10 @@
 
 #include <cuda.h>  // CUtensorMap (types only)
 
-#include <cstdlib>
-
 #include "kernels/hopper.cuh"
 #include "kernels/tensor_map.hpp"
 #include "kernels/wgmma.cuh"
+#include "quant/env.hpp"
 #include "quant/gemm_kernel.cuh"
 #include "quant/splitk_workspace.hpp"
 
@@ -528,11 +527,7 @@ inline bool encode_map(CUtensorMap* m, const void* base, CUtensorMapDataType dt,
 // VSTACK_FP4_GEMM_KSPLIT=<s> (1..8) forces the K split of the wgmma GEMM (Note [K split]): for tests and
 // benchmarks of the schedule; unset in normal use.
 inline int forced_gemm_ksplit() {
-  static const int v = [] {
-    const char* e = std::getenv("VSTACK_FP4_GEMM_KSPLIT");
-    const int i = e && *e ? std::atoi(e) : 0;
-    return i >= 1 && i <= kWgMaxKSplit ? i : 0;
-  }();
+  static const int v = env_int_in("VSTACK_FP4_GEMM_KSPLIT", 1, kWgMaxKSplit, 0);
   return v;
 }
 

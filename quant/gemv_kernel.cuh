@@ -67,6 +67,7 @@
 #include <cstdlib>
 
 #include "quant/device.cuh"
+#include "quant/env.hpp"
 #include "quant/format.hpp"
 #include "quant/gemm_kernel.cuh"
 #include "quant/gemv_plan.hpp"
@@ -569,19 +570,14 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
 // VSTACK_GEMV_SPLIT=<s> forces the split of the decode kernel (1..8, where x's slice fits): for
 // benchmarks of the plan; unset in normal use.
 inline int forced_gemv_split() {
-  static const int v = [] {
-    const char* e = std::getenv("VSTACK_GEMV_SPLIT");
-    const int i = e && *e ? std::atoi(e) : 0;
-    return i >= 1 && i <= kGemvMaxSplit ? i : 0;
-  }();
+  static const int v = env_int_in("VSTACK_GEMV_SPLIT", 1, kGemvMaxSplit, 0);
   return v;
 }
 
 // VSTACK_GEMV_TILES=<t> (1, 2, 4, 8) forces the tiles per CTA, likewise.
 inline int forced_gemv_tiles() {
   static const int v = [] {
-    const char* e = std::getenv("VSTACK_GEMV_TILES");
-    const int i = e && *e ? std::atoi(e) : 0;
+    const int i = env_int("VSTACK_GEMV_TILES", 0);
     return i == 1 || i == 2 || i == 4 || i == 8 ? i : 0;
   }();
   return v;
@@ -591,8 +587,8 @@ inline int forced_gemv_tiles() {
 // of the plans); unset: the plan's choice.
 inline int forced_gemv_ws() {
   static const int v = [] {
-    const char* e = std::getenv("VSTACK_GEMV_WS");
-    return e && *e ? (std::atoi(e) != 0 ? 1 : 0) : -1;
+    const int i = env_int("VSTACK_GEMV_WS", -1);
+    return i < 0 ? -1 : i != 0 ? 1 : 0;
   }();
   return v;
 }

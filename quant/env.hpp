@@ -1,0 +1,21 @@
+// Settings read from the environment by the FP4 launchers: tests and benchmarks force a plan or a
+// config with them; unset in normal use. Host code.
+#pragma once
+
+#include <cstdlib>
+
+namespace vstack::quant {
+
+// The integer value of the environment variable `name`, or `unset` where it is missing or empty.
+inline int env_int(const char* name, int unset) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoi(e) : unset;
+}
+
+// The same where it lies in [lo, hi], else `otherwise` (missing and empty included).
+inline int env_int_in(const char* name, int lo, int hi, int otherwise) {
+  const int v = env_int(name, lo - 1);
+  return v >= lo && v <= hi ? v : otherwise;
+}
+
+}  // namespace vstack::quant
