@@ -147,9 +147,10 @@ constexpr WgSchedule wg_schedule(int64_t tiles, int64_t resident, bool can_split
 constexpr int64_t wg_ws_floats(int64_t tiles, int ksplit, int bt, int bw) { return tiles * ksplit * bt * bw; }
 
 // M <= 16: the decode kernel (quant/gemv_kernel.cuh, its own plan in gemv_plan.hpp),
-// unless x's K slice cannot fit its shared memory (M > 8 and K > 8 * 4096); then
-// weight streaming (BM = 16; more than one row of CTAs re-reads W from L2): BN = 32
-// when that still gives two CTAs per SM, else BN = 16 for more CTAs.
+// unless x's K slice cannot fit its shared memory (M > 8 and K > 8 * 4096); then (wgmma
+// devices, pick_gemm_config) weight streaming with BN = 32 or 64 x 64 wgmma tiles, and on
+// the others (mma_sync_config) weight streaming with BN = 32 when that still gives two CTAs
+// per SM, else BN = 16 for more CTAs.
 // M > 16: wgmma tiles (mma.sync `large` where wgmma is unavailable), the K chunks split over
 // CTAs where the tiles are few (Note [K split]): 64 x 64 tiles up to M = 64, then BT >= M with two
 // consumer warpgroups (128 weight rows). Before the K split (H100, N = K = 8192, nvfp4), M = 256:
@@ -166,7 +167,11 @@ constexpr GemmConfigId mma_sync_config(int64_t m, int64_t n, int64_t k, int sms)
 
 constexpr GemmConfigId pick_gemm_config(int64_t m, int64_t n, int64_t k, int sms) {
   if (m <= 16 && plan_gemv(m, n, k, sms).ok) return GemmConfigId::gemv;
-  if (m <= 16) return (n / 32 >= 2 * static_cast<int64_t>(sms)) ? GemmConfigId::small32 : GemmConfigId::small16;
+  // M <= 16 where x's slice does not fit the decode kernel (M > 8, K > 32768): weight streaming with
+  // BN = 32 where that gives a CTA per SM, else 64 x 64 wgmma tiles with the K split. Measured (H100,
+  // 2026-11-22, nvfp4 M = 9..16, us, small16 / small32 / wg64n): 8192 x 40960 241-251 / 160-176 / 198-206,
+  // 16384 x 53248 501-541 / 392-434 / 449-479, 4096 x 65536 184-199 / 192-204 / 146-147.
+  if (m <= 16) return n / 32 >= sms ? GemmConfigId::small32 : GemmConfigId::wg64n;
   // M <= 64: 64 x 64 tiles, K split where they fill at most half the CTA slots (Note [K split]).
   // Measured (H100, 2026-11-22, nvfp4 M = 32): 4096 x 14336 37.6 us vs 93.2 for the weight-streaming
   // kernel (small16, picked here before the K split), 4096 x 4096 15.4 vs 32.8.

@@ -253,7 +253,8 @@ TEST_CASE("decode kernel plan", "[quant][heuristics]") {
       const GemvPlan p = plan_gemv(m, n, k, h100);
       if (m > 8 && k > 64 * 512) {  // x slice of 16 rows cannot fit 128 KB with 8 CTAs per cluster
         CHECK(!p.ok);
-        CHECK(pick_gemm_config(m, n, k, h100) == (n / 32 >= 2 * h100 ? GemmConfigId::small32 : GemmConfigId::small16));
+        CHECK(pick_gemm_config(m, n, k, h100) == (n / 32 >= h100 ? GemmConfigId::small32 : GemmConfigId::wg64n));
+        CHECK(mma_sync_config(m, n, k, h100) == (n / 32 >= 2 * h100 ? GemmConfigId::small32 : GemmConfigId::small16));
         continue;
       }
       REQUIRE(p.ok);

@@ -364,11 +364,13 @@ TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quan
 
 // The wgmma GEMM with its K chunks split over work items (Note [K split] in quant/gemm_traits.hpp):
 // run.sh runs this case again under each forced wgmma config x VSTACK_FP4_GEMM_KSPLIT; without them
-// it checks what the heuristic picks (on an H100: a K split for the last two shapes).
+// it checks what the heuristic picks (on an H100: a K split for the last three shapes).
 TEST_CASE("wgmma GEMM: the K split matches the fp64 product", "[gpu][quant][gemm-ksplit]") {
   std::mt19937_64 rng(fresh_seed());
-  // ragged K slices (65 chunks), ragged M and N edges, several items per CTA (1040 rows of 64)
-  const MatmulShape shapes[] = {{33, 520, 4160}, {7, 200, 640}, {100, 1040, 2048}, {40, 4352, 1600}};
+  // ragged K slices (65 chunks), ragged M and N edges, several items per CTA (1040 rows of 64); M <= 16
+  // where the decode kernel has no plan (K > 32768: wg64n with 8 slices on an H100)
+  const MatmulShape shapes[] = {{33, 520, 4160}, {7, 200, 640}, {100, 1040, 2048}, {40, 4352, 1600},
+                                {12, 264, 33280}};
   for (Format f : kFormats)
     for (const MatmulShape& s : shapes) check_matmul(s, f, s.m == 7 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
 }
