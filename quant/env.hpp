@@ -6,11 +6,14 @@
 
 namespace vstack::quant {
 
-// The integer value of the environment variable `name`, or `unset` where it is missing or empty.
-inline int env_int(const char* name, int unset) {
+// Whether the environment variable `name` is set to something (not missing, not empty).
+inline bool env_set(const char* name) {
   const char* e = std::getenv(name);
-  return e && *e ? std::atoi(e) : unset;
+  return e && *e;
 }
+
+// Its integer value (atoi), or `unset` where it is missing or empty.
+inline int env_int(const char* name, int unset) { return env_set(name) ? std::atoi(std::getenv(name)) : unset; }
 
 // The same where it lies in [lo, hi], else `otherwise` (missing and empty included).
 inline int env_int_in(const char* name, int lo, int hi, int otherwise) {

@@ -64,7 +64,6 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "quant/device.cuh"
 #include "quant/env.hpp"
@@ -586,10 +585,7 @@ inline int forced_gemv_tiles() {
 // VSTACK_GEMV_WS=0 / 1: S > 1 only through clusters / only through the workspace (benchmarks and tests
 // of the plans); unset: the plan's choice.
 inline int forced_gemv_ws() {
-  static const int v = [] {
-    const int i = env_int("VSTACK_GEMV_WS", -1);
-    return i < 0 ? -1 : i != 0 ? 1 : 0;
-  }();
+  static const int v = env_set("VSTACK_GEMV_WS") ? (env_int("VSTACK_GEMV_WS", 0) != 0 ? 1 : 0) : -1;
   return v;
 }
 
