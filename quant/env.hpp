@@ -6,14 +6,20 @@
 
 namespace vstack::quant {
 
-// Whether the environment variable `name` is set to something (not missing, not empty).
-inline bool env_set(const char* name) {
+// The value of the environment variable `name`, or nullptr where it is missing or empty.
+inline const char* env_value(const char* name) {
   const char* e = std::getenv(name);
-  return e && *e;
+  return e && *e ? e : nullptr;
 }
 
+// Whether it is set to something (not missing, not empty).
+inline bool env_set(const char* name) { return env_value(name) != nullptr; }
+
 // Its integer value (atoi), or `unset` where it is missing or empty.
-inline int env_int(const char* name, int unset) { return env_set(name) ? std::atoi(std::getenv(name)) : unset; }
+inline int env_int(const char* name, int unset) {
+  const char* e = env_value(name);
+  return e ? std::atoi(e) : unset;
+}
 
 // The same where it lies in [lo, hi], else `otherwise` (missing and empty included).
 inline int env_int_in(const char* name, int lo, int hi, int otherwise) {

@@ -353,7 +353,9 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
 #pragma unroll
           for (int j = 0; j < KG; ++j) wgmma::fence_operands(abuf[buf(par, (gi + 1) * KG + j)]);
           if (gi == 0) {
-            if (KS ? kc - st >= kf : kc >= st) release(kc - st);  // this warpgroup's previous chunk retired
+            // this warpgroup's previous chunk of the item retired (without KS kf is 0 or wg, and the
+            // test is written as before the split so that those kernels keep their SASS)
+            if (KS ? kc - st >= kf : kc >= st) release(kc - st);
             if constexpr (split) {  // (only without KS: the item starts at chunk 0)
               if (kc >= 1) skip(kc - 1);  // the other warpgroup's chunk in between
             }
