@@ -147,6 +147,176 @@ __device__ __forceinline__ void pdl_wait() { VSTACK_GEMV_SM90_OP("griddepcontrol
 __device__ __forceinline__ void cluster_arrive() { VSTACK_GEMV_SM90_OP("barrier.cluster.arrive.release.aligned;"); }
 __device__ __forceinline__ void cluster_wait() { VSTACK_GEMV_SM90_OP("barrier.cluster.wait.acquire.aligned;"); }
 
+// x fragments of chunk kc's four k16 steps, bx[mt][step][0..1], from the slice in shared memory.
+template <int MT, bool XF>
+__device__ __forceinline__ void x_fragments(uint32_t (&bx)[MT][4][2], const uint8_t* xs, const int (&xoff)[MT][2],
+                                            int kc) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t rr[4];  // steps 2h, 2h + 1: (b0, b1) each
+      if constexpr (XF) {
+        const uint4 v = *reinterpret_cast<const uint4*>(xs + xoff[mt][h] + kc * 128);
+        rr[0] = v.x;
+        rr[1] = v.y;
+        rr[2] = v.z;
+        rr[3] = v.w;
+      } else {
+        dev::ldmatrix_x4(rr, xs + xoff[mt][h] + kc * 128);
+      }
+      bx[mt][2 * h][0] = rr[0];
+      bx[mt][2 * h][1] = rr[1];
+      bx[mt][2 * h + 1][0] = rr[2];
+      bx[mt][2 * h + 1][1] = rr[3];
+    }
+}
+
+// One chunk of a warp's decode work: codes lo (row g) / hi (row g + 8) and raw scales s_a / s_b of
+// 16-row tile n0's chunk kc (of the slice from chunk kc0), times x's fragments bx of that chunk, into
+// acc. lookup(w, i): the table entry of byte i of code word w. Shared by the register-load kernel and
+// the ring kernel (quant/gemv_ring.cuh).
+template <Format F, typename T, int MT, typename Lookup>
+__device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmParams& p, const uint32_t (&bx)[MT][4][2],
+                                             int g, int kc_total, int kc0, int kc, uint2 lo, uint2 hi, uint32_t s_a,
+                                             uint32_t s_b, int n0, Lookup lookup) {
+  using D = dev::Dt<T>;
+  constexpr int G = block_size(F) / 16;  // k16 steps per scale
+  constexpr int NG = 4 / G;              // scales per row and chunk
+  // Block scales of rows g and g+8: sc[0 / 1][group]
+  float sc[2][NG];
+  constexpr bool kE8m0Pairs = F == Format::mxfp4 && MT == 1;  // MT = 2: ptxas spilled 16 bytes, 3 % slower
+  if constexpr (kE8m0Pairs) {  // Note [E8M0 pairs] (quant/format.hpp)
+    float s4[4];
+    e8m0x4_value(s_a, s_b, s4);
+    sc[0][0] = s4[0];
+    sc[0][1] = s4[1];
+    sc[1][0] = s4[2];
+    sc[1][1] = s4[3];
+  }
+#pragma unroll
+  for (int h = 0; h < 2 && !kE8m0Pairs; ++h) {
+    const uint32_t w = h == 0 ? s_a : s_b;
+    if constexpr (F == Format::nvfp4) {
+      gemv::e4m3x4_to_f32(w, sc[h]);
+    } else if constexpr (F == Format::mxfp4) {
+      sc[h][0] = e8m0_value_sel(w & 0xFFu);
+      sc[h][1] = e8m0_value_sel(w >> 8);
+    } else if constexpr (F == Format::nf4) {
+      sc[h][0] = __uint_as_float(w);
+    } else {
+      const int row = n0 + g + 8 * h;  // its scale2 group: (row * K/64 + chunk) / 256 (L1-resident)
+      const float g2 = row < p.n ? __ldg(p.scale2 + (static_cast<int64_t>(row) * kc_total + kc0 + kc) / kDqGroup) : 0.0f;
+      float s4[4];
+      gemv::e4m3x4_to_f32(w, s4);
+      sc[h][0] = s4[0] * g2;
+    }
+  }
+#pragma unroll
+  for (int grp = 0; grp < NG; ++grp) {
+    float d[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) d[mt][e] = 0.0f;
+#pragma unroll
+    for (int stp = grp * G; stp < (grp + 1) * G; ++stp) {
+      const uint32_t wl = stp < 2 ? lo.x : lo.y, wh = stp < 2 ? hi.x : hi.y;
+      const int b = (stp & 1) * 2;  // byte of the word
+      uint32_t af[4];
+      af[0] = lookup(wl, b);
+      af[1] = lookup(wh, b);
+      af[2] = lookup(wl, b + 1);
+      af[3] = lookup(wh, b + 1);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) D::mma(d[mt], af, bx[mt][stp][0], bx[mt][stp][1]);
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      acc[mt][0] = fmaf(d[mt][0], sc[0][grp], acc[mt][0]);
+      acc[mt][1] = fmaf(d[mt][1], sc[0][grp], acc[mt][1]);
+      acc[mt][2] = fmaf(d[mt][2], sc[1][grp], acc[mt][2]);
+      acc[mt][3] = fmaf(d[mt][3], sc[1][grp], acc[mt][3]);
+    }
+  }
+}
+
+// The same, x's fragments read from the slice in shared memory (xs, this lane's offsets xoff).
+template <Format F, typename T, int MT, bool XF, typename Lookup>
+__device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const GemmParams& p, const uint8_t* xs,
+                                          const int (&xoff)[MT][2], int g, int kc_total, int kc0, int kc, uint2 lo,
+                                          uint2 hi, uint32_t s_a, uint32_t s_b, int n0, Lookup lookup) {
+  uint32_t bx[MT][4][2];
+  x_fragments<MT, XF>(bx, xs, xoff, kc);
+  chunk_mma_bx<F, T, MT>(acc, p, bx, g, kc_total, kc0, kc, lo, hi, s_a, s_b, n0, lookup);
+}
+
+// Code byte -> (value(low nibble), value(high nibble)) in T, 32 copies (one per bank) at
+// byte * 256 + lane * 4 of lut, so that one PRMT of the code word and the lane makes the address.
+// Each of the first 16 warps writes 16 bytes' rows. No global memory: runs before the previous
+// kernel has finished (PDL).
+template <Format F, typename T>
+__device__ __forceinline__ void build_lut(uint32_t* lut, int warp, int lane) {
+  const int byte = warp * 16 + (lane & 15);
+  const uint32_t e = dev::Dt<T>::pack2(element_value(F, byte & 15), element_value(F, byte >> 4));
+#pragma unroll 4
+  for (int j = 0; j < 16; ++j) lut[(warp * 16 + j) * 64 + lane] = __shfl_sync(0xFFFFFFFFu, e, j);
+}
+
+// x rows [0, M) of the K slice from chunk kc0 (nk chunks) into xs (mrows rows of pitch bytes; rows
+// M..mrows-1 and pieces past the slice zero-filled), by threads tid of nthreads. XF (M <= 2): in the
+// order the mma B fragments take them (Note [Decode x fragments]), by plain stores. Else row-major
+// for ldmatrix, 16-byte pieces XOR-swizzled by row, by cp.async (committed; the caller waits).
+template <bool XF>
+__device__ __forceinline__ void load_x(uint8_t* xs, const GemmParams& p, int pitch, int mrows, int nk, int kc0,
+                                       int tid, int nthreads) {
+  if constexpr (XF) {
+    const int per_row = pitch / 16;  // 16-byte pieces of 8 k values
+    const uint4* xg = static_cast<const uint4*>(p.x);
+    for (int i = tid; i < mrows * per_row; i += nthreads) {
+      const int row = i / per_row, ch = i % per_row;
+      const bool v = row < p.m && ch < nk * 8;
+      const uint4 w = v ? __ldg(xg + (static_cast<int64_t>(row) * p.k + kc0 * 64) / 8 + ch) : make_uint4(0, 0, 0, 0);
+      const int s = (ch % 8) >> 1, hh = ch & 1;  // the piece's k16 step and k half
+      uint8_t* d = xs + row * pitch + (ch / 8) * 128 + (s & 1) * 8 + hh * 4;
+      const uint32_t wr[4] = {w.x, w.y, w.z, w.w};  // pair r: k 2 r, 2 r + 1 of the piece
+#pragma unroll
+      for (int r2 = 0; r2 < 4; ++r2) *reinterpret_cast<uint32_t*>(d + (((2 * r2 + (s >> 1)) ^ (row & 7)) * 16)) = wr[r2];
+    }
+  } else {
+    const int per_row = pitch / 16;
+    const char* xg = static_cast<const char*>(p.x);
+    for (int i = tid; i < mrows * per_row; i += nthreads) {
+      const int row = i / per_row, ch = i % per_row;
+      const bool v = row < p.m && ch < nk * 8;
+      dev::cp_async16(xs + row * pitch + ((ch ^ (row & 7)) * 16),
+                      xg + (static_cast<int64_t>(v ? row : 0) * p.k + kc0 * 64 + (v ? ch : 0) * 8) * 2, v ? 16 : 0);
+    }
+    dev::cp_async_commit();
+  }
+}
+
+// This lane's x addresses in the slice, chunk 0 (chunk kc at + kc * 128). XF: fragment units 2 r + h
+// of x row g + 8 mt (aliased below mrows). Else ldmatrix: x row (lane & 7) + 8 mt (aliased), matrix
+// mi = lane / 8 = step 2h + mi / 2, k half mi % 2; 16-byte pieces XOR-swizzled by row.
+template <int MT, bool XF>
+__device__ __forceinline__ void x_offsets(int (&xoff)[MT][2], int lane, int mrows, int pitch) {
+  const int g = lane >> 2, r = lane & 3;  // the mma fragment's row group and pair
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if constexpr (XF) {
+        const int row = (g + 8 * mt) & (mrows - 1);
+        xoff[mt][h] = row * pitch + (((2 * r + h) ^ (row & 7)) * 16);
+      } else {
+        const int mi = lane >> 3;
+        const int row = ((lane & 7) + 8 * mt) & (mrows - 1);
+        xoff[mt][h] = row * pitch + ((((2 * h + (mi >> 1)) * 2 + (mi & 1)) ^ (row & 7)) * 16);
+      }
+    }
+}
+
 struct Args {
   int kcs;         // chunks per CTA
   int kcw;         // chunks per warp
@@ -199,8 +369,6 @@ template <Format F, typename T, int MT, bool XF, bool SPLIT, bool WS = false>
 __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(const GemmParams p, const gemv::Args a) {
   using D = dev::Dt<T>;
   constexpr int SB = chunk_scale_bytes(F);
-  constexpr int G = block_size(F) / 16;  // k16 steps per scale
-  constexpr int NG = 4 / G;              // scales per row and chunk
   constexpr int U = kGemvBatch;
   extern __shared__ __align__(128) uint8_t smem[];
   uint32_t* lut = reinterpret_cast<uint32_t*>(smem);             // [byte][64 words]: words 0..31 = lanes' copies
@@ -241,15 +409,7 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
       if (n0 + kGemvRows * t < p.n) gemv::prefetch_l2(p.scales + gemm_scale_chunk(n0 + kGemvRows * t, kc0, p.k, SB), nk * 16 * SB);
     }
   }
-  // Code byte -> (value(low nibble), value(high nibble)) in T, 32 copies (one per bank) at
-  // byte * 256 + lane * 4, so that one PRMT of the code word and the lane makes the address.
-  // No global memory: runs before the previous kernel has finished (PDL).
-  {
-    const int byte = warp * 16 + (lane & 15);
-    const uint32_t e = D::pack2(element_value(F, byte & 15), element_value(F, byte >> 4));
-#pragma unroll 4
-    for (int j = 0; j < 16; ++j) lut[(warp * 16 + j) * 64 + lane] = __shfl_sync(0xFFFFFFFFu, e, j);
-  }
+  gemv::build_lut<F, T>(lut, warp, lane);
   gemv::pdl_wait();
 
   // A batch: U chunks of rows g and g+8 of this warp's tile (8 code bytes each: this lane's
@@ -291,36 +451,10 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
     cu.sa = sa;
     if (++cu.sub == nb) start_block(cu, cu.blk + ystep);
   };
-  // x rows [0, M) of this K slice (rows M..mrows-1 and pieces past the slice zero-filled).
-  // XF (M <= 2): in the order the mma B fragments take them (Note [Decode x fragments]), stored
-  // before the first weight loads are issued. Else row-major for ldmatrix, 16-byte pieces
-  // XOR-swizzled by row, by cp.async issued before the first weight batches: issued after them,
-  // x's requests queued behind ~64 KB of weights per SM (trace, 8192^2 M = 1: compute began 5 us
-  // after pdl_wait).
-  if constexpr (XF) {
-    const int per_row = pitch / 16;  // 16-byte pieces of 8 k values
-    const uint4* xg = static_cast<const uint4*>(p.x);
-    for (int i = tid; i < a.mrows * per_row; i += kGemvThreads) {
-      const int row = i / per_row, ch = i % per_row;
-      const bool v = row < p.m && ch < nk * 8;
-      const uint4 w = v ? __ldg(xg + (static_cast<int64_t>(row) * p.k + kc0 * 64) / 8 + ch) : make_uint4(0, 0, 0, 0);
-      const int s = (ch % 8) >> 1, hh = ch & 1;  // the piece's k16 step and k half
-      uint8_t* d = xs + row * pitch + (ch / 8) * 128 + (s & 1) * 8 + hh * 4;
-      const uint32_t wr[4] = {w.x, w.y, w.z, w.w};  // pair r: k 2 r, 2 r + 1 of the piece
-#pragma unroll
-      for (int r2 = 0; r2 < 4; ++r2) *reinterpret_cast<uint32_t*>(d + (((2 * r2 + (s >> 1)) ^ (row & 7)) * 16)) = wr[r2];
-    }
-  } else {
-    const int per_row = pitch / 16;
-    const char* xg = static_cast<const char*>(p.x);
-    for (int i = tid; i < a.mrows * per_row; i += kGemvThreads) {
-      const int row = i / per_row, ch = i % per_row;
-      const bool v = row < p.m && ch < nk * 8;
-      dev::cp_async16(xs + row * pitch + ((ch ^ (row & 7)) * 16),
-                      xg + (static_cast<int64_t>(v ? row : 0) * p.k + kc0 * 64 + (v ? ch : 0) * 8) * 2, v ? 16 : 0);
-    }
-    dev::cp_async_commit();
-  }
+  // x's slice: XF stored before the first weight loads are issued, else by cp.async issued before
+  // the first weight batches: issued after them, x's requests queued behind ~64 KB of weights per
+  // SM (trace, 8192^2 M = 1: compute began 5 us after pdl_wait).
+  gemv::load_x<XF>(xs, p, pitch, a.mrows, nk, kc0, tid, kGemvThreads);
   Batch b0, b1;
   Cursor cur;
   start_block(cur, static_cast<int>(blockIdx.y));
@@ -329,23 +463,8 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
   if constexpr (!XF) dev::cp_async_wait<0>();
   __syncthreads();
 
-  // This lane's x addresses, chunk 0. XF: fragment units 2 r + h of x row g + 8 mt (aliased below
-  // mrows). Else ldmatrix: x row (lane & 7) + 8 mt (aliased), matrix mi = lane / 8 = step 2h +
-  // mi / 2, k half mi % 2; 16-byte pieces XOR-swizzled by row.
   int xoff[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if constexpr (XF) {
-        const int row = (g + 8 * mt) & (a.mrows - 1);
-        xoff[mt][h] = row * pitch + (((2 * r + h) ^ (row & 7)) * 16);
-      } else {
-        const int mi = lane >> 3;
-        const int row = ((lane & 7) + 8 * mt) & (a.mrows - 1);
-        xoff[mt][h] = row * pitch + ((((2 * h + (mi >> 1)) * 2 + (mi & 1)) ^ (row & 7)) * 16);
-      }
-    }
+  gemv::x_offsets<MT, XF>(xoff, lane, a.mrows, pitch);
   const uint8_t* lutb = smem;
   const uint32_t lane4 = static_cast<uint32_t>(lane) * 4;
   // Table entry of byte i (0..3) of w: address byte(w, i) * 256 + lane * 4 = one PRMT.
@@ -360,83 +479,7 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
 
   // One chunk kc (of the slice): codes lo (row g) / hi (row g+8), raw scales s_a / s_b; n0: the tile's first row.
   auto compute = [&](int kc, uint2 lo, uint2 hi, uint32_t s_a, uint32_t s_b, int n0) {
-    // x fragments of the chunk's four k16 steps: b[mt][step][0..1]
-    uint32_t bx[MT][4][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint32_t rr[4];  // steps 2h, 2h + 1: (b0, b1) each
-        if constexpr (XF) {
-          const uint4 v = *reinterpret_cast<const uint4*>(xs + xoff[mt][h] + kc * 128);
-          rr[0] = v.x;
-          rr[1] = v.y;
-          rr[2] = v.z;
-          rr[3] = v.w;
-        } else {
-          dev::ldmatrix_x4(rr, xs + xoff[mt][h] + kc * 128);
-        }
-        bx[mt][2 * h][0] = rr[0];
-        bx[mt][2 * h][1] = rr[1];
-        bx[mt][2 * h + 1][0] = rr[2];
-        bx[mt][2 * h + 1][1] = rr[3];
-      }
-    // Block scales of rows g and g+8: sc[0 / 1][group]
-    float sc[2][NG];
-    constexpr bool kE8m0Pairs = F == Format::mxfp4 && MT == 1;  // MT = 2: ptxas spilled 16 bytes, 3 % slower
-    if constexpr (kE8m0Pairs) {  // Note [E8M0 pairs] (quant/format.hpp)
-      float s4[4];
-      e8m0x4_value(s_a, s_b, s4);
-      sc[0][0] = s4[0];
-      sc[0][1] = s4[1];
-      sc[1][0] = s4[2];
-      sc[1][1] = s4[3];
-    }
-#pragma unroll
-    for (int h = 0; h < 2 && !kE8m0Pairs; ++h) {
-      const uint32_t w = h == 0 ? s_a : s_b;
-      if constexpr (F == Format::nvfp4) {
-        gemv::e4m3x4_to_f32(w, sc[h]);
-      } else if constexpr (F == Format::mxfp4) {
-        sc[h][0] = e8m0_value_sel(w & 0xFFu);
-        sc[h][1] = e8m0_value_sel(w >> 8);
-      } else if constexpr (F == Format::nf4) {
-        sc[h][0] = __uint_as_float(w);
-      } else {
-        const int row = n0 + g + 8 * h;  // its scale2 group: (row * K/64 + chunk) / 256 (L1-resident)
-        const float g2 = row < p.n ? __ldg(p.scale2 + (static_cast<int64_t>(row) * kc_total + kc0 + kc) / kDqGroup) : 0.0f;
-        float s4[4];
-        gemv::e4m3x4_to_f32(w, s4);
-        sc[h][0] = s4[0] * g2;
-      }
-    }
-#pragma unroll
-    for (int grp = 0; grp < NG; ++grp) {
-      float d[MT][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) d[mt][e] = 0.0f;
-#pragma unroll
-      for (int stp = grp * G; stp < (grp + 1) * G; ++stp) {
-        const uint32_t wl = stp < 2 ? lo.x : lo.y, wh = stp < 2 ? hi.x : hi.y;
-        const int b = (stp & 1) * 2;  // byte of the word
-        uint32_t af[4];
-        af[0] = lookup(wl, b);
-        af[1] = lookup(wh, b);
-        af[2] = lookup(wl, b + 1);
-        af[3] = lookup(wh, b + 1);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) D::mma(d[mt], af, bx[mt][stp][0], bx[mt][stp][1]);
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        acc[mt][0] = fmaf(d[mt][0], sc[0][grp], acc[mt][0]);
-        acc[mt][1] = fmaf(d[mt][1], sc[0][grp], acc[mt][1]);
-        acc[mt][2] = fmaf(d[mt][2], sc[1][grp], acc[mt][2]);
-        acc[mt][3] = fmaf(d[mt][3], sc[1][grp], acc[mt][3]);
-      }
-    }
+    gemv::chunk_mma<F, T, MT, XF>(acc, p, xs, xoff, g, kc_total, kc0, kc, lo, hi, s_a, s_b, n0, lookup);
   };
 
   const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;

@@ -6,7 +6,8 @@
 // runs of chunks and sum their partials in shared memory in warp order. The S CTAs of one row tile form a
 // thread-block cluster and sum through distributed shared memory in rank order
 // (deterministic, no workspace). Weights go straight from global memory into
-// registers (no shared-memory ring), so a CTA only holds the code-pair table
+// registers (no shared-memory ring; on sm_90 the ring kernel of quant/gemv_ring.cuh takes the shapes
+// whose x fits beside one, Note [Ring kernel]), so a CTA only holds the code-pair table
 // (64 KB), 32 KB of reduction buffers and x's K slice (<= 128 KB); one CTA of
 // 16 warps per SM (registers: __launch_bounds__(512, 1)).
 //
@@ -164,6 +165,81 @@ constexpr GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int sms, bool clus
       if (s > 1 && ws_ctas > 0) consider(gemv_plan_for(m, n, k, s, t, ws_ctas / s, true));
     }
   return best;
+}
+
+// Note [Ring kernel] (quant/gemv_ring.cuh). On sm_90 a producer warp streams each 16-row tile's
+// chunks by 1-D bulk copies into a ring of shared-memory slots (a slot = one stage: 16 consecutive
+// chunks of one tile, their codes and scales), and 16 consumer warps each take one chunk of every
+// stage. S = 1 and one tile per row block; x's whole K sits in shared memory, so the ring fits only
+// where x is small (M <= 4 at K = 8192). The code-pair table sits at shared address 0x10000 so that
+// a lookup's address is one PRMT (no base add): the ring and x live below it (region A) and above it
+// (region B), neither straddling it.
+inline constexpr int kRingWarps = 16;                     // consumer warps; one producer warp besides
+inline constexpr int kRingThreads = 32 * (kRingWarps + 1);
+inline constexpr int kRingChunks = 16;                    // chunks per stage: one per consumer warp
+inline constexpr int kRingMaxSlots = 8;                   // slots at most (also the barriers' room)
+inline constexpr int kRingMinSlots = 4;                   // fewer: the register-load kernel
+inline constexpr int kRingSlots = 6;                      // slots used where they fit
+inline constexpr int kRingPrefetchStages = 2;             // of the first tile, L2-prefetched before the PDL wait
+inline constexpr int64_t kRingLutAddr = 0x10000;          // shared address of the table
+inline constexpr int64_t kRingBaseMax = 4096;             // dynamic shared memory starts at most here
+inline constexpr int64_t kRingSmem = 227 * 1024;          // dynamic shared memory of a CTA (H100: all)
+
+// Offsets of the ring kernel's buffers in bytes, from the start of dynamic shared memory (region A)
+// or from the table's end (region B), valid wherever dynamic shared memory starts in
+// [0, kRingBaseMax]: A is [0, 0x10000 - kRingBaseMax), B [table end, + kRingSmem - 0x20000).
+struct RingLayout {
+  bool ok = false;
+  int64_t red = 0;        // A: the consumer warps' sums, two buffers of [16 warps][16 rows][8 MT columns] fp32
+  int64_t bars = 0;       // A: full[kRingMaxSlots], empty[kRingMaxSlots]
+  int64_t x = 0;          // x's rows (pitch K / 64 * 128 bytes), from the start of A, or of B where x_in_b
+  bool x_in_b = false;
+  int64_t slot_bytes = 0;  // codes of 16 chunks, then their scales
+  int64_t a0 = 0;          // first slot in A
+  int n_a = 0;             // slots in A; slots n_a.. in B from b0
+  int64_t b0 = 0;          // first slot in B, from the table's end
+  int slots = 0;           // in all, at most kRingMaxSlots
+};
+
+constexpr int64_t ring_align(int64_t v) { return (v + 127) / 128 * 128; }
+constexpr int64_t ring_slot_bytes(int scale_bytes) { return kRingChunks * (512 + 16 * scale_bytes); }
+
+// m x K activations, scale_bytes per row and chunk; ok = false where fewer than kRingMinSlots fit.
+constexpr RingLayout ring_layout(int64_t m, int64_t k, int scale_bytes) {
+  RingLayout l{};
+  if (m < 1 || m > kGemvMaxM || k < 64 || k % 64 != 0) return l;
+  const int64_t a_bytes = kRingLutAddr - kRingBaseMax;                     // below the table, any base
+  const int64_t b_bytes = kRingSmem - kRingLutAddr - kGemvLutBytes;        // above it, any base
+  const int64_t mt = m > 8 ? 2 : 1;
+  const int64_t x_bytes = gemv_mrows(m) * gemv_x_pitch(k / 64);
+  l.red = 0;
+  l.bars = 2 * kRingWarps * kGemvRows * 8 * mt * 4;
+  int64_t a_used = l.bars + 2 * kRingMaxSlots * 8, b_used = 0;
+  if (ring_align(a_used) + x_bytes <= a_bytes) {
+    l.x = ring_align(a_used);
+    a_used = l.x + x_bytes;
+  } else if (x_bytes <= b_bytes) {
+    l.x_in_b = true;
+    b_used = x_bytes;
+  } else {
+    return l;
+  }
+  l.slot_bytes = ring_slot_bytes(scale_bytes);
+  l.a0 = ring_align(a_used);
+  l.n_a = a_bytes >= l.a0 ? static_cast<int>((a_bytes - l.a0) / l.slot_bytes) : 0;
+  l.b0 = ring_align(b_used);
+  const int n_b = b_bytes >= l.b0 ? static_cast<int>((b_bytes - l.b0) / l.slot_bytes) : 0;
+  l.n_a = l.n_a < kRingMaxSlots ? l.n_a : kRingMaxSlots;
+  l.slots = l.n_a + n_b < kRingMaxSlots ? l.n_a + n_b : kRingMaxSlots;
+  l.ok = l.slots >= kRingMinSlots;
+  return l;
+}
+
+// The decode launcher's choice: the ring kernel where the device has it (sm_90 builds; cc >= 90),
+// its layout fits and it is not forced off (forced: -1 unset, 0 off, 1 on wherever it fits).
+constexpr bool gemv_use_ring(int64_t m, int64_t k, int scale_bytes, bool has_ring, int forced) {
+  if (!has_ring || forced == 0) return false;
+  return ring_layout(m, k, scale_bytes).ok;
 }
 
 }  // namespace vstack::quant

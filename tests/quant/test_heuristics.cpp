@@ -305,3 +305,65 @@ TEST_CASE("decode kernel plan", "[quant][heuristics]") {
       CHECK((r.split == 1 || r.ws));
     }
 }
+
+// Note [Ring kernel]: the buffers fit where the layout says ok, whatever the start of dynamic shared
+// memory in [0, kRingBaseMax], and nothing overlaps; the choice follows the fit and the forcing.
+TEST_CASE("decode ring kernel layout", "[quant][heuristics]") {
+  const int64_t a_end = kRingLutAddr - kRingBaseMax;                 // region A: [0, a_end)
+  const int64_t b_size = kRingSmem - kRingLutAddr - kGemvLutBytes;  // region B: [table end, + b_size)
+  int oks = 0;
+  for (int sb : {1, 2, 4})
+    for (int64_t m = 1; m <= kGemvMaxM; ++m)
+      for (int64_t k = 64; k <= 32768; k += 64) {
+        const RingLayout l = ring_layout(m, k, sb);
+        const int64_t x_bytes = gemv_mrows(m) * gemv_x_pitch(k / 64);
+        const int64_t red_bytes = 2 * kRingWarps * kGemvRows * 8 * (m > 8 ? 2 : 1) * 4;
+        // x fits one region or the other, and no fewer than kRingMinSlots slots fit beside it
+        const bool x_fits = x_bytes <= b_size;
+        if (!x_fits) {
+          CHECK_FALSE(l.ok);
+          continue;
+        }
+        if (!l.ok) {
+          CHECK(l.slots < kRingMinSlots);
+          continue;
+        }
+        ++oks;
+        INFO("m " << m << " k " << k << " sb " << sb);
+        CHECK(l.slot_bytes == kRingChunks * (512 + 16 * sb));
+        CHECK(l.slots >= kRingMinSlots);
+        CHECK(l.slots <= kRingMaxSlots);
+        CHECK(l.slots <= l.n_a + (b_size - l.b0) / l.slot_bytes);
+        // region A: the sums, the barriers, x (unless in B), then n_a slots, all inside A, in order
+        CHECK(l.red == 0);
+        CHECK(l.bars >= red_bytes);
+        CHECK(l.bars + 2 * kRingMaxSlots * 8 <= (l.x_in_b ? l.a0 : l.x));
+        if (!l.x_in_b) CHECK(l.x + x_bytes <= l.a0);
+        CHECK(l.a0 % 128 == 0);
+        CHECK(l.a0 + l.n_a * l.slot_bytes <= a_end);
+        // region B: x first where it lives there, then the rest of the slots
+        if (l.x_in_b) CHECK(x_bytes <= l.b0);
+        CHECK(l.b0 % 128 == 0);
+        CHECK(l.b0 + (l.slots - std::min(l.slots, l.n_a)) * l.slot_bytes <= b_size);
+        CHECK(l.x % 128 == 0);
+      }
+  CHECK(oks > 0);
+  // where it fits on the bench shapes: M <= 4 at K = 8192, M <= 2 at K = 14336, M <= 8 at K = 4096
+  CHECK(ring_layout(1, 8192, 4).ok);
+  CHECK(ring_layout(4, 8192, 4).ok);
+  CHECK_FALSE(ring_layout(8, 8192, 4).ok);
+  CHECK(ring_layout(2, 14336, 4).ok);
+  CHECK_FALSE(ring_layout(4, 14336, 4).ok);
+  CHECK(ring_layout(8, 4096, 4).ok);
+  CHECK_FALSE(ring_layout(16, 4096, 4).ok);
+  CHECK(ring_layout(1, 8192, 4).slots == kRingMaxSlots);
+  // the choice
+  CHECK(gemv_use_ring(1, 8192, 4, true, -1));
+  CHECK(gemv_use_ring(1, 8192, 4, true, 1));
+  CHECK_FALSE(gemv_use_ring(1, 8192, 4, true, 0));
+  CHECK_FALSE(gemv_use_ring(1, 8192, 4, false, 1));
+  CHECK_FALSE(gemv_use_ring(8, 8192, 4, true, 1));
+  CHECK_FALSE(ring_layout(0, 8192, 4).ok);
+  CHECK_FALSE(ring_layout(17, 8192, 4).ok);
+  CHECK_FALSE(ring_layout(1, 100, 4).ok);
+}

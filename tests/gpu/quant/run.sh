@@ -11,7 +11,7 @@ export LD_LIBRARY_PATH="$build/kernels:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-
 status=0
 "$bin" --durations yes || status=1
 # every decode plan (S x T, and for S > 1 clusters or the split-K workspace), forced: the heuristic
-# picks only some of them on this device
+# picks only some of them on this device (a forced plan is the register-load kernel's, never the ring's)
 plans=0
 for s in 1 2 4 8; do
   for t in 1 2 4 8; do
@@ -24,6 +24,10 @@ for s in 1 2 4 8; do
   done
 done
 [ $status -eq 0 ] && echo "fp4_gpu_tests: all $plans forced decode plans pass"
+# the register-load kernel's own plans where the ring kernel (Note [Ring kernel]) would take the shape
+VSTACK_GEMV_RING=0 "$bin" "[gemv-plans]" > /tmp/vstack-gemv-plan.log 2>&1 &&
+  echo "fp4_gpu_tests: decode plans without the ring kernel pass" ||
+  { echo "decode plans without the ring kernel FAILED:"; tail -30 /tmp/vstack-gemv-plan.log; status=1; }
 # the wgmma GEMM configs (5..8: wg256, wg128, wg128n, wg64n), each with a K split forced (Note [K
 # split]: 3 and 8 slices; the unsplit configs run in the cases above); where the device has no wgmma
 # the mma.sync configs run instead

@@ -353,7 +353,9 @@ TEST_CASE("matmul: MXFP4 at the smallest block scales", "[gpu][quant]") {
 }
 
 // Every decode plan the kernel can take, whatever the device's heuristic picks: run.sh runs this
-// case again under each forced VSTACK_GEMV_SPLIT x VSTACK_GEMV_TILES (applied where x's slice fits).
+// case again under each forced VSTACK_GEMV_SPLIT x VSTACK_GEMV_TILES (applied where x's slice fits),
+// and with VSTACK_GEMV_RING=0. Unforced on an H100, the ring kernel (Note [Ring kernel]) takes the
+// first, second and fourth shape: a ragged last stage (50, 39 and 19 chunks), a ragged last tile.
 TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quant][gemv-plans]") {
   std::mt19937_64 rng(fresh_seed());
   // ragged N (not a multiple of 16 x T), K slices of unequal length, one and two mma column tiles

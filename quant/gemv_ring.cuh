@@ -1,0 +1,305 @@
+// Decode-regime FP4 kernel fed through a shared-memory ring (sm_90): Note [Ring kernel] in
+// quant/gemv_plan.hpp. The chunk's arithmetic is the register-load kernel's (gemv::chunk_mma in
+// quant/gemv_kernel.cuh); what differs is how the weight reaches it.
+//
+// Note [Ring feed]. The register-load kernel keeps two batches of four chunks per warp in flight in
+// registers and issues batch i + 2's loads only after it has computed batch i, so a warp's loads and
+// its arithmetic barely overlap (docs/NOTES.md: at 8192^2 M = 1 the compute alone took 12.9 us, the
+// loads alone 13.3, both 16.5). Here one lane of a producer warp streams a tile's chunks, 16 at a time,
+// with two cp.async.bulk copies (codes, then scales: with the tile layout both are contiguous) into
+// the next free slot, completing on the slot's full mbarrier; consumer warp w reads chunk w of a stage
+// from shared memory (two 8-byte loads of the codes, one of the scales, x's fragments: conflict-free),
+// arrives on the slot's empty mbarrier and computes. The consumers wait on HBM only through the full
+// barriers, and kRingSlots stages (54 KB for NVFP4) are in flight per SM without a register spent.
+// Measured (H100, driver 580.159.04, 2026-11-22, bench_fp4.py, NVFP4 bf16, two alternations with the
+// register-load kernel, µs): M = 1 8192^2 17.0 -> 15.7, 14336x4096 16.1 -> 14.8, 4096x14336 16.5 -> 14.4,
+// 4096^2 7.1 -> 5.9; M = 4 8192^2 17.1 -> 16.0, 14336x4096 16.4 -> 14.6-15.0, 4096^2 7.5 -> 6.1-6.3.
+// Knobs (same run): 4-8 slots within ~3 % of each other (fewer suit K = 4096, more 8192^2; 8 slots of
+// 16 in the first lab, 16.2 -> 15.4 us at 8192^2: fewer bytes in flight per SM were faster); an L2
+// prefetch of the first two stages before the PDL wait 0-6 % faster than none, of the whole first tile
+// up to 15 % slower (4096x14336 M = 1: 17.1 against 14.9); two chunks per warp per stage slower (lab).
+// ptxas recomputed the lanes' slot, scale and x offsets from %tid in every trip (~20 instructions per
+// chunk, 10 % of the time): gemv::pin keeps them in registers.
+//
+// Sums: warp w accumulates chunks w, w + 16, ... of a tile in fp32 and the 16 warps' sums are added
+// in warp order (deterministic; not the register-load kernel's order, whose warps own runs of
+// consecutive chunks).
+#pragma once
+
+#include "kernels/hopper.cuh"
+#include "quant/gemv_kernel.cuh"
+
+namespace vstack::quant {
+
+namespace gemv {
+
+// 1-D bulk copy global -> shared of `bytes` (a multiple of 16, both addresses 16-byte aligned),
+// completing its bytes on `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   hopper::smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(hopper::smem_addr(bar))
+               : "memory");
+#else
+  (void)dst;
+  (void)src;
+  (void)bytes;
+  (void)bar;
+#endif
+}
+
+// An opaque use of v: ptxas must keep it in a register across the point, not recompute it there.
+template <typename V>
+__device__ __forceinline__ void pin(V& v) {
+  asm volatile("" : "+r"(v));
+}
+
+}  // namespace gemv
+
+// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). XF: x in fragment order (M <= 2).
+struct RingArgs {
+  int slots;      // ring slots used (<= the layout's)
+  int pf_stages;  // stages of the first tile prefetched to L2 before the dependency wait
+};
+
+template <Format F, typename T, int MT, bool XF>
+__global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const GemmParams p, const RingArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using D = dev::Dt<T>;
+  namespace hp = hopper;
+  constexpr int SB = chunk_scale_bytes(F);
+  constexpr RingLayout L0 = ring_layout(MT == 1 ? 1 : 16, 64, SB);  // the layout's constant parts
+  constexpr int64_t kCodes = kRingChunks * 512;                     // a slot's code bytes
+  extern __shared__ __align__(128) uint8_t smem[];
+  const RingLayout L = ring_layout(p.m, p.k, SB);
+  const int slots = a.slots;
+  const uint32_t base = hp::smem_addr(smem);
+  if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
+  const int64_t lut_off = kRingLutAddr - base;
+  uint8_t* const region_b = smem + lut_off + kGemvLutBytes;
+  float* const red = reinterpret_cast<float*>(smem + L0.red);  // [2][16 warps][16 rows][8 MT]
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + L0.bars);
+  uint64_t* const empty = full + kRingMaxSlots;
+  uint8_t* const xs = (L.x_in_b ? region_b : smem) + L.x;
+  auto slot_ptr = [&](int i) { return i < L.n_a ? smem + L.a0 + i * L.slot_bytes : region_b + L.b0 + (i - L.n_a) * L.slot_bytes; };
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, r = lane & 3;
+  const int kc_total = p.k / 64;
+  const int tiles = (p.n + kGemvRows - 1) / kGemvRows;
+  const int stages = (kc_total + kRingChunks - 1) / kRingChunks;  // per tile
+  const int pitch = static_cast<int>(gemv_x_pitch(kc_total));
+  const int mrows = gemv_mrows(p.m);
+
+  gemv::pdl_launch_dependents();
+  if (warp < kRingWarps) {
+    gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp, lane);
+  } else if (lane == 0) {
+    for (int s = 0; s < slots; ++s) {
+      hp::mbar_init(&full[s], 1);
+      hp::mbar_init(&empty[s], kRingWarps);
+    }
+    hp::fence_barrier_init();
+    // L2 prefetch of the first tile while the previous kernel drains (safe before pdl_wait: a
+    // prefetch returns nothing to the SM; quant/gemv_kernel.cuh)
+    const int pf = min(kc_total, a.pf_stages * kRingChunks);
+    if (static_cast<int>(blockIdx.x) < tiles && pf > 0) {
+      gemv::prefetch_l2(p.codes + gemm_chunk(kGemvRows * blockIdx.x, 0, p.k), pf * 512);
+      gemv::prefetch_l2(p.scales + gemm_scale_chunk(kGemvRows * blockIdx.x, 0, p.k, SB), pf * 16 * SB);
+    }
+  }
+  __syncthreads();
+  gemv::pdl_wait();
+
+  if (warp == kRingWarps) {  // the producer: one lane streams the CTA's tiles, stage by stage
+    if (lane == 0) {
+      int slot = 0, phase = 0;
+      for (int t = blockIdx.x; t < tiles; t += gridDim.x)
+        for (int q = 0; q < stages; ++q) {
+          const int c0 = q * kRingChunks, nc = min(kRingChunks, kc_total - c0);
+          hp::mbar_wait(&empty[slot], phase ^ 1);
+          hp::mbar_arrive_expect_tx(&full[slot], nc * (512 + 16 * SB));
+          uint8_t* dst = slot_ptr(slot);
+          gemv::bulk_load(dst, p.codes + gemm_chunk(kGemvRows * t, c0, p.k), nc * 512, &full[slot]);
+          gemv::bulk_load(dst + kCodes, p.scales + gemm_scale_chunk(kGemvRows * t, c0, p.k, SB), nc * 16 * SB,
+                          &full[slot]);
+          if (++slot == slots) {
+            slot = 0;
+            phase ^= 1;
+          }
+        }
+    }
+    return;  // the consumers synchronise by named barrier 1 only
+  }
+
+  gemv::load_x<XF>(xs, p, pitch, mrows, kc_total, 0, tid, kRingWarps * 32);
+  if constexpr (!XF) dev::cp_async_wait<0>();
+  int xoff[MT][2];
+  gemv::x_offsets<MT, XF>(xoff, lane, mrows, pitch);
+  hp::named_barrier_sync(1, kRingWarps * 32);
+
+  // Table entry of byte i (0..3) of w: the table is at 0x10000, so PRMT (lane * 4 | 0x10000, w) is
+  // the address.
+  uint32_t lane4 = static_cast<uint32_t>(lane) * 4 | static_cast<uint32_t>(kRingLutAddr);
+  auto lookup = [&](uint32_t w, int i) {
+    uint32_t v;
+    asm("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(__byte_perm(lane4, w, 0x3200u | (static_cast<uint32_t>(i + 4) << 4))));
+    return v;
+  };
+  const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;
+  const T* bias = static_cast<const T*>(p.bias);
+  T* y = static_cast<T*>(p.y);
+  constexpr int MC = 8 * MT;  // columns of the sums
+  // This lane's bytes in a slot: the codes of rows g, g + 8 of chunk `warp` (FORMAT.md), their scales.
+  int code_off = warp * 512 + g * 32 + r * 8, scale_off = static_cast<int>(kCodes) + warp * 16 * SB + g * 2 * SB;
+  const uint8_t* const slot0 = smem + L.a0;  // slots 0 .. n_a - 1 below the table, the rest above it
+  const uint8_t* const slot_b = region_b + L.b0;
+  int slot = 0, phase = 0, par = 0;
+  const uint8_t* sp = L.n_a > 0 ? slot0 : slot_b;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x, par ^= 1) {
+    const int n0 = kGemvRows * t;
+    float acc[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
+    for (int q = 0; q < stages; ++q) {
+      // Kept in registers: ptxas otherwise recomputes these lane offsets from %tid in every trip
+      // (~20 instructions per chunk).
+      gemv::pin(code_off);
+      gemv::pin(scale_off);
+      gemv::pin(lane4);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        gemv::pin(xoff[mt][0]);
+        gemv::pin(xoff[mt][1]);
+      }
+      const int kc = q * kRingChunks + warp;
+      const bool v = kc < kc_total;  // else (a ragged last stage) the slot's bytes here are stale
+      hp::mbar_wait(&full[slot], phase);
+      // Everything this chunk needs from shared memory, before the slot is released: codes, scales,
+      // x's fragments (of the last chunk where !v: read, not used).
+      const uint2 lo = *reinterpret_cast<const uint2*>(sp + code_off);
+      const uint2 hi = *reinterpret_cast<const uint2*>(sp + code_off + 256);
+      const uint8_t* ss = sp + scale_off;
+      uint32_t s_a, s_b;
+      if constexpr (SB == 4) {
+        const uint2 w = *reinterpret_cast<const uint2*>(ss);
+        s_a = w.x;
+        s_b = w.y;
+      } else if constexpr (SB == 2) {
+        const uint32_t w = *reinterpret_cast<const uint32_t*>(ss);
+        s_a = w & 0xFFFFu;
+        s_b = w >> 16;
+      } else {
+        const uint32_t w = *reinterpret_cast<const uint16_t*>(ss);
+        s_a = w & 0xFFu;
+        s_b = w >> 8;
+      }
+      uint32_t bx[MT][4][2];
+      gemv::x_fragments<MT, XF>(bx, xs, xoff, v ? kc : kc_total - 1);
+      __syncwarp();
+      if (lane == 0) hp::mbar_arrive(&empty[slot]);
+      sp += L.slot_bytes;
+      if (++slot == L.n_a) sp = slot_b;
+      if (slot == slots) {
+        slot = 0;
+        phase ^= 1;
+        sp = L.n_a > 0 ? slot0 : slot_b;
+      }
+      if (v) gemv::chunk_mma_bx<F, T, MT>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0, lookup);
+    }
+    // The tile's sums in warp order. Two buffers: the barrier of tile t + 1 also orders tile t - 1's
+    // reads before this buffer is written again.
+    float* rb = red + par * kRingWarps * kGemvRows * MC;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) rb[(warp * kGemvRows + g + 8 * (e >> 1)) * MC + mt * 8 + 2 * r + (e & 1)] = acc[mt][e];
+    hp::named_barrier_sync(1, kRingWarps * 32);
+    for (int i = tid; i < kGemvRows * p.m; i += kRingWarps * 32) {
+      const int row = i / p.m, m = i % p.m, n = n0 + row;
+      if (n >= p.n) continue;
+      float v = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kRingWarps; ++w) v += rb[(w * kGemvRows + row) * MC + m];
+      v *= gs;
+      if (bias) v += D::to_f(bias[n]);
+      y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
+    }
+  }
+#else
+  (void)p;
+#endif
+}
+
+// VSTACK_GEMV_RING=0 / 1: never / wherever it fits, the ring kernel (benchmarks and tests);
+// unset: the launcher's choice (the ring kernel wherever it fits, unless a plan of the register-load
+// kernel is forced).
+inline int forced_gemv_ring() {
+  static const int v = env_set("VSTACK_GEMV_RING") ? (env_int("VSTACK_GEMV_RING", 0) != 0 ? 1 : 0) : -1;
+  return v;
+}
+
+// VSTACK_GEMV_RING_SLOTS=<n> (kRingMinSlots..kRingMaxSlots) / VSTACK_GEMV_RING_PF=<stages> (0..64): the
+// ring's slots and the first tile's L2 prefetch, for benchmarks; unset in normal use.
+inline int forced_gemv_ring_slots() {
+  static const int v = env_int_in("VSTACK_GEMV_RING_SLOTS", kRingMinSlots, kRingMaxSlots, 0);
+  return v;
+}
+inline int forced_gemv_ring_pf() {
+  static const int v = env_int_in("VSTACK_GEMV_RING_PF", 0, 64, -1);
+  return v;
+}
+
+template <Format F, typename T, int MT, bool XF>
+cudaError_t launch_gemv_ring(const GemmParams& p, cudaStream_t stream) {
+  static const cudaError_t attr = cudaFuncSetAttribute(fp4_gemv_ring_kernel<F, T, MT, XF>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(kRingSmem));
+  if (attr != cudaSuccess) return attr;
+  const int64_t tiles = (p.n + kGemvRows - 1) / kGemvRows;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(tiles < p.sms ? tiles : p.sms));
+  cfg.blockDim = dim3(kRingThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(kRingSmem);
+  cfg.stream = stream;
+  cudaLaunchAttribute la{};
+  la.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  la.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &la;
+  cfg.numAttrs = 1;
+  const RingLayout l = ring_layout(p.m, p.k, chunk_scale_bytes(F));
+  const int fs = forced_gemv_ring_slots();
+  const RingArgs a{std::min(l.slots, fs > 0 ? fs : kRingSlots), forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages};
+  return cudaLaunchKernelEx(&cfg, fp4_gemv_ring_kernel<F, T, MT, XF>, p, a);
+}
+
+// The decode regime (M <= 16): the ring kernel where gemv_use_ring says so, else the register-load
+// kernel's plans.
+template <Format F, typename T>
+cudaError_t launch_decode(const GemmParams& p, cudaStream_t stream) {
+#if defined(VSTACK_WGMMA)
+  // the device's opt-in shared memory per CTA (single device assumed, as for the attributes)
+  static const int optin = [] {
+    int dev = 0, v = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return v;
+  }();
+  // a forced plan of the register-load kernel (VSTACK_GEMV_SPLIT / _TILES / _WS) is that kernel's
+  const int forced = forced_gemv_ring() >= 0 ? forced_gemv_ring()
+                     : forced_gemv_split() > 0 || forced_gemv_tiles() > 0 || forced_gemv_ws() >= 0 ? 0 : -1;
+  if (gemv_use_ring(p.m, p.k, chunk_scale_bytes(F), p.cc >= 90 && optin >= kRingSmem, forced)) {
+    if (p.m > 8) return launch_gemv_ring<F, T, 2, false>(p, stream);
+    if (p.m > 2) return launch_gemv_ring<F, T, 1, false>(p, stream);
+    return launch_gemv_ring<F, T, 1, true>(p, stream);
+  }
+#endif
+  return launch_gemv<F, T>(p, stream);
+}
+
+}  // namespace vstack::quant
