@@ -176,7 +176,8 @@ __device__ __forceinline__ void x_fragments(uint32_t (&bx)[MT][4][2], const uint
 // 16-row tile n0's chunk kc (of the slice from chunk kc0), times x's fragments bx of that chunk, into
 // acc. lookup(w, i): the table entry of byte i of code word w. Shared by the register-load kernel and
 // the ring kernel (quant/gemv_ring.cuh).
-template <Format F, typename T, int MT, typename Lookup>
+// EVEN: only the even mma columns are kept (M = 1: column 0 is the only one stored).
+template <Format F, typename T, int MT, typename Lookup, bool EVEN = false>
 __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmParams& p, const uint32_t (&bx)[MT][4][2],
                                              int g, int kc_total, int kc0, int kc, uint2 lo, uint2 hi, uint32_t s_a,
                                              uint32_t s_b, int n0, Lookup lookup) {
@@ -234,9 +235,9 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       acc[mt][0] = fmaf(d[mt][0], sc[0][grp], acc[mt][0]);
-      acc[mt][1] = fmaf(d[mt][1], sc[0][grp], acc[mt][1]);
+      if constexpr (!EVEN) acc[mt][1] = fmaf(d[mt][1], sc[0][grp], acc[mt][1]);
       acc[mt][2] = fmaf(d[mt][2], sc[1][grp], acc[mt][2]);
-      acc[mt][3] = fmaf(d[mt][3], sc[1][grp], acc[mt][3]);
+      if constexpr (!EVEN) acc[mt][3] = fmaf(d[mt][3], sc[1][grp], acc[mt][3]);
     }
   }
 }

@@ -11,10 +11,13 @@
 // from shared memory (two 8-byte loads of the codes, one of the scales, x's fragments: conflict-free),
 // arrives on the slot's empty mbarrier and computes. The consumers wait on HBM only through the full
 // barriers, and kRingSlots stages (54 KB for NVFP4) are in flight per SM without a register spent.
-// Measured (H100, driver 580.159.04, 2026-11-22, bench_fp4.py, NVFP4 bf16, two alternations with the
-// register-load kernel, µs): M = 1 8192^2 17.0 -> 15.7, 14336x4096 16.1 -> 14.8, 4096x14336 16.5 -> 14.4,
-// 4096^2 7.1 -> 5.9; M = 4 8192^2 17.1 -> 16.0, 14336x4096 16.4 -> 14.6-15.0, 4096^2 7.5 -> 6.1-6.3.
-// Knobs (same run): 4-8 slots within ~3 % of each other (fewer suit K = 4096, more 8192^2; 8 slots of
+// Measured (H100, driver 580.159.04, 2026-11-22, bench_fp4.py, bf16, two alternations with the kernels of
+// e6d414f, µs; bench/RESULTS.md "Session 11"): NVFP4 M = 1 8192^2 17.2-17.4 -> 15.8-16.0 (79-80 % of
+// the read stream, x3.05 torch), 4096x14336 16.7-17.1 -> 14.4-14.5 (76 %), 14336x4096 16.3-16.4 ->
+// 14.3-14.7 (75-77 %), 4096^2 7.2 -> 5.6-5.8; MXFP4 M = 1 8192^2 19.0-19.1 -> 15.4-15.7, 28672x8192 61.0-61.2
+// -> 45.0-45.2. Over the 80 decode cells the geometric mean of new / old is 0.92 (the 52 ring cells
+// 0.88, the others 1.00).
+// Knobs (an earlier build, nvfp4 M = 1..4): 4-8 slots within ~3 % of each other (fewer suit K = 4096, more 8192^2; 8 slots of
 // 16 in the first lab, 16.2 -> 15.4 us at 8192^2: fewer bytes in flight per SM were faster); an L2
 // prefetch of the first two stages before the PDL wait 0-6 % faster than none, of the whole first tile
 // up to 15 % slower (4096x14336 M = 1: 17.1 against 14.9); two chunks per warp per stage slower (lab).
@@ -57,13 +60,14 @@ __device__ __forceinline__ void pin(V& v) {
 
 }  // namespace gemv
 
-// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). XF: x in fragment order (M <= 2).
 struct RingArgs {
   int slots;      // ring slots used (<= the layout's)
   int pf_stages;  // stages of the first tile prefetched to L2 before the dependency wait
 };
 
-template <Format F, typename T, int MT, bool XF>
+// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). XF: x in fragment order (M <= 2). M1: M = 1, whose
+// odd mma columns are never stored, so their FFMAs are left out (8 of ~100 instructions per chunk).
+template <Format F, typename T, int MT, bool XF, bool M1 = false>
 __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const GemmParams p, const RingArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using D = dev::Dt<T>;
@@ -208,7 +212,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
         phase ^= 1;
         sp = L.n_a > 0 ? slot0 : slot_b;
       }
-      if (v) gemv::chunk_mma_bx<F, T, MT>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0, lookup);
+      if (v) gemv::chunk_mma_bx<F, T, MT, decltype(lookup), M1>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0, lookup);
     }
     // The tile's sums in warp order. Two buffers: the barrier of tile t + 1 also orders tile t - 1's
     // reads before this buffer is written again.
@@ -234,9 +238,9 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
 #endif
 }
 
-// VSTACK_GEMV_RING=0 / 1: never / wherever it fits, the ring kernel (benchmarks and tests);
-// unset: the launcher's choice (the ring kernel wherever it fits, unless a plan of the register-load
-// kernel is forced).
+// VSTACK_GEMV_RING=0 / 1: never / wherever it fits, the ring kernel (benchmarks and tests; with 1 a
+// matmul fails where the device cannot run it); unset: the launcher's choice (the ring kernel wherever
+// it fits, unless a plan of the register-load kernel is forced).
 inline int forced_gemv_ring() {
   static const int v = env_set("VSTACK_GEMV_RING") ? (env_int("VSTACK_GEMV_RING", 0) != 0 ? 1 : 0) : -1;
   return v;
@@ -253,12 +257,28 @@ inline int forced_gemv_ring_pf() {
   return v;
 }
 
-template <Format F, typename T, int MT, bool XF>
+// Whether a CTA of the instance fits an SM of this device with kRingSmem of dynamic shared memory
+// (with whatever static and reserved shared memory it has; the layout assumes no static). Asked once,
+// single device assumed.
+template <Format F, typename T, int MT, bool XF, bool M1 = false>
+bool ring_usable() {
+  static const bool ok = [] {
+    int n = 0;
+    if (cudaFuncSetAttribute(fp4_gemv_ring_kernel<F, T, MT, XF, M1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kRingSmem)) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp4_gemv_ring_kernel<F, T, MT, XF, M1>, kRingThreads,
+                                                      static_cast<size_t>(kRingSmem)) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return n >= 1;
+  }();
+  return ok;
+}
+
+// The ring kernel's launch (its shared-memory attribute set by ring_usable, which the caller asked).
+template <Format F, typename T, int MT, bool XF, bool M1 = false>
 cudaError_t launch_gemv_ring(const GemmParams& p, cudaStream_t stream) {
-  static const cudaError_t attr = cudaFuncSetAttribute(fp4_gemv_ring_kernel<F, T, MT, XF>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(kRingSmem));
-  if (attr != cudaSuccess) return attr;
   const int64_t tiles = (p.n + kGemvRows - 1) / kGemvRows;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(tiles < p.sms ? tiles : p.sms));
@@ -273,7 +293,7 @@ cudaError_t launch_gemv_ring(const GemmParams& p, cudaStream_t stream) {
   const RingLayout l = ring_layout(p.m, p.k, chunk_scale_bytes(F));
   const int fs = forced_gemv_ring_slots();
   const RingArgs a{std::min(l.slots, fs > 0 ? fs : kRingSlots), forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages};
-  return cudaLaunchKernelEx(&cfg, fp4_gemv_ring_kernel<F, T, MT, XF>, p, a);
+  return cudaLaunchKernelEx(&cfg, fp4_gemv_ring_kernel<F, T, MT, XF, M1>, p, a);
 }
 
 // The decode regime (M <= 16): the ring kernel where gemv_use_ring says so, else the register-load
@@ -281,22 +301,19 @@ cudaError_t launch_gemv_ring(const GemmParams& p, cudaStream_t stream) {
 template <Format F, typename T>
 cudaError_t launch_decode(const GemmParams& p, cudaStream_t stream) {
 #if defined(VSTACK_WGMMA)
-  // the device's opt-in shared memory per CTA (single device assumed, as for the attributes)
-  static const int optin = [] {
-    int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return 0;
-    }
-    return v;
-  }();
   // a forced plan of the register-load kernel (VSTACK_GEMV_SPLIT / _TILES / _WS) is that kernel's
   const int forced = forced_gemv_ring() >= 0 ? forced_gemv_ring()
                      : forced_gemv_split() > 0 || forced_gemv_tiles() > 0 || forced_gemv_ws() >= 0 ? 0 : -1;
-  if (gemv_use_ring(p.m, p.k, chunk_scale_bytes(F), p.cc >= 90 && optin >= kRingSmem, forced)) {
+  const bool has_ring = p.cc >= 90 && (p.m > 8   ? ring_usable<F, T, 2, false>()
+                                       : p.m > 2 ? ring_usable<F, T, 1, false>()
+                                       : p.m > 1 ? ring_usable<F, T, 1, true>()
+                                                 : ring_usable<F, T, 1, true, true>());
+  if (forced == 1 && !has_ring) return cudaErrorNotSupported;  // tests: it must run here
+  if (gemv_use_ring(p.m, p.k, chunk_scale_bytes(F), has_ring, forced)) {
     if (p.m > 8) return launch_gemv_ring<F, T, 2, false>(p, stream);
     if (p.m > 2) return launch_gemv_ring<F, T, 1, false>(p, stream);
-    return launch_gemv_ring<F, T, 1, true>(p, stream);
+    if (p.m > 1) return launch_gemv_ring<F, T, 1, true>(p, stream);
+    return launch_gemv_ring<F, T, 1, true, true>(p, stream);
   }
 #endif
   return launch_gemv<F, T>(p, stream);

@@ -24,10 +24,13 @@ for s in 1 2 4 8; do
   done
 done
 [ $status -eq 0 ] && echo "fp4_gpu_tests: all $plans forced decode plans pass"
-# the register-load kernel's own plans where the ring kernel (Note [Ring kernel]) would take the shape
-VSTACK_GEMV_RING=0 "$bin" "[gemv-plans]" > /tmp/vstack-gemv-plan.log 2>&1 &&
-  echo "fp4_gpu_tests: decode plans without the ring kernel pass" ||
-  { echo "decode plans without the ring kernel FAILED:"; tail -30 /tmp/vstack-gemv-plan.log; status=1; }
+# the ring kernel (Note [Ring kernel]) forced on (an error where the device cannot run it), then the
+# register-load kernel's own plans where the ring kernel would take the shapes
+for e in 1 0; do
+  VSTACK_GEMV_RING=$e "$bin" "[gemv-plans]" > /tmp/vstack-gemv-plan.log 2>&1 ||
+    { echo "decode plans with VSTACK_GEMV_RING=$e FAILED:"; tail -30 /tmp/vstack-gemv-plan.log; status=1; }
+done
+[ $status -eq 0 ] && echo "fp4_gpu_tests: decode plans with the ring kernel forced on and off pass"
 # the wgmma GEMM configs (5..8: wg256, wg128, wg128n, wg64n), each with a K split forced (Note [K
 # split]: 3 and 8 slices; the unsplit configs run in the cases above); where the device has no wgmma
 # the mma.sync configs run instead
