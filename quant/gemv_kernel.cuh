@@ -64,6 +64,7 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "quant/device.cuh"
 #include "quant/env.hpp"
@@ -176,11 +177,13 @@ __device__ __forceinline__ void x_fragments(uint32_t (&bx)[MT][4][2], const uint
 // 16-row tile n0's chunk kc (of the slice from chunk kc0), times x's fragments bx of that chunk, into
 // acc. lookup(w, i): the table entry of byte i of code word w. Shared by the register-load kernel and
 // the ring kernel (quant/gemv_ring.cuh).
-// EVEN: only the even mma columns are kept (M = 1: column 0 is the only one stored).
-template <Format F, typename T, int MT, typename Lookup, bool EVEN = false>
+// EVEN: only the even mma columns are kept (M = 1: column 0 is the only one stored). NF4_DQ: g2(h) is
+// the scale2 group value of row g + 8 h at this chunk, or (NoG2) it is loaded here.
+struct NoG2 {};
+template <Format F, typename T, int MT, typename Lookup, bool EVEN = false, typename G2 = NoG2>
 __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmParams& p, const uint32_t (&bx)[MT][4][2],
                                              int g, int kc_total, int kc0, int kc, uint2 lo, uint2 hi, uint32_t s_a,
-                                             uint32_t s_b, int n0, Lookup lookup) {
+                                             uint32_t s_b, int n0, Lookup lookup, G2 g2 = {}) {
   using D = dev::Dt<T>;
   constexpr int G = block_size(F) / 16;  // k16 steps per scale
   constexpr int NG = 4 / G;              // scales per row and chunk
@@ -206,11 +209,16 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
     } else if constexpr (F == Format::nf4) {
       sc[h][0] = __uint_as_float(w);
     } else {
-      const int row = n0 + g + 8 * h;  // its scale2 group: (row * K/64 + chunk) / 256 (L1-resident)
-      const float g2 = row < p.n ? __ldg(p.scale2 + (static_cast<int64_t>(row) * kc_total + kc0 + kc) / kDqGroup) : 0.0f;
+      float g2v;
+      if constexpr (std::is_same_v<G2, NoG2>) {
+        const int row = n0 + g + 8 * h;  // its scale2 group: (row * K/64 + chunk) / 256 (L1-resident)
+        g2v = row < p.n ? __ldg(p.scale2 + (static_cast<int64_t>(row) * kc_total + kc0 + kc) / kDqGroup) : 0.0f;
+      } else {
+        g2v = g2(h);
+      }
       float s4[4];
       gemv::e4m3x4_to_f32(w, s4);
-      sc[h][0] = s4[0] * g2;
+      sc[h][0] = s4[0] * g2v;
     }
   }
 #pragma unroll

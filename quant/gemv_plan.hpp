@@ -52,6 +52,8 @@
 
 #include <cstdint>
 
+#include "quant/format.hpp"
+
 namespace vstack::quant {
 
 inline constexpr int kGemvWarps = 16;
@@ -236,10 +238,12 @@ constexpr RingLayout ring_layout(int64_t m, int64_t k, int scale_bytes) {
 }
 
 // The decode launcher's choice: the ring kernel where the device has it (sm_90 builds; cc >= 90),
-// its layout fits and it is not forced off (forced: -1 unset, 0 off, 1 on wherever it fits).
-constexpr bool gemv_use_ring(int64_t m, int64_t k, int scale_bytes, bool has_ring, int forced) {
+// its layout fits and it is not forced off (forced: -1 unset, 0 off, 1 on wherever it fits); NF4_DQ
+// only where a row spans at most two scale2 groups (K <= 64 kDqGroup; quant/gemv_ring.cuh).
+constexpr bool gemv_use_ring(int64_t m, int64_t k, Format f, bool has_ring, int forced) {
   if (!has_ring || forced == 0) return false;
-  return ring_layout(m, k, scale_bytes).ok;
+  if (f == Format::nf4_dq && k > 64 * kDqGroup) return false;
+  return ring_layout(m, k, chunk_scale_bytes(f)).ok;
 }
 
 }  // namespace vstack::quant

@@ -358,11 +358,15 @@ TEST_CASE("decode ring kernel layout", "[quant][heuristics]") {
   CHECK_FALSE(ring_layout(16, 4096, 4).ok);
   CHECK(ring_layout(1, 8192, 4).slots == kRingMaxSlots);
   // the choice
-  CHECK(gemv_use_ring(1, 8192, 4, true, -1));
-  CHECK(gemv_use_ring(1, 8192, 4, true, 1));
-  CHECK_FALSE(gemv_use_ring(1, 8192, 4, true, 0));
-  CHECK_FALSE(gemv_use_ring(1, 8192, 4, false, 1));
-  CHECK_FALSE(gemv_use_ring(8, 8192, 4, true, 1));
+  CHECK(gemv_use_ring(1, 8192, Format::nvfp4, true, -1));
+  CHECK(gemv_use_ring(1, 8192, Format::nvfp4, true, 1));
+  CHECK_FALSE(gemv_use_ring(1, 8192, Format::nvfp4, true, 0));
+  CHECK_FALSE(gemv_use_ring(1, 8192, Format::nvfp4, false, 1));
+  CHECK_FALSE(gemv_use_ring(8, 8192, Format::nvfp4, true, 1));
+  CHECK(gemv_use_ring(1, 28672, Format::nvfp4, true, -1));
+  CHECK(gemv_use_ring(1, 16384, Format::nf4_dq, true, -1));      // a row spans at most two scale2 groups
+  CHECK_FALSE(gemv_use_ring(1, 16448, Format::nf4_dq, true, 1));  // it may span three
+  CHECK(gemv_use_ring(1, 16448, Format::nf4, true, -1));
   CHECK_FALSE(ring_layout(0, 8192, 4).ok);
   CHECK_FALSE(ring_layout(17, 8192, 4).ok);
   CHECK_FALSE(ring_layout(1, 100, 4).ok);

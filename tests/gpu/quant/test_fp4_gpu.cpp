@@ -319,6 +319,8 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
                           {130, 96, 64},   {256, 520, 448},  {300, 330, 960},  {1024, 136, 1024}, {513, 1030, 128},
                           // decode kernel: split K over clusters (ragged last slice), 8/16-column tiles, rows % 128
                           {5, 520, 4096},  {11, 300, 8192},  {1, 2048, 14336}, {16, 256, 16384}, {3, 1000, 2752},
+                          // ring kernel (NF4_DQ: the register-load kernel, rows over three scale2 groups)
+                          {1, 136, 20480},
                           // wgmma tiles: several trips around the stage ring, ragged M and N edges
                           {100, 72, 2048}, {257, 200, 1536}, {600, 136, 2560}, {40, 4232, 192},
                           // wgmma persistent schedule (132 SMs): 165 tiles of 256 x 128 = one round of whole
