@@ -105,8 +105,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
       hp::mbar_init(&empty[s], kRingWarps);
     }
     hp::fence_barrier_init();
-    // L2 prefetch of the first tile while the previous kernel drains (safe before pdl_wait: a
-    // prefetch returns nothing to the SM; quant/gemv_kernel.cuh)
+    // L2 prefetch of the first tile's first pf_stages stages while the previous kernel drains (safe
+    // before pdl_wait: a prefetch returns nothing to the SM; quant/gemv_kernel.cuh)
     const int pf = min(kc_total, a.pf_stages * kRingChunks);
     if (static_cast<int>(blockIdx.x) < tiles && pf > 0) {
       gemv::prefetch_l2(p.codes + gemm_chunk(kGemvRows * blockIdx.x, 0, p.k), pf * 512);
