@@ -9,6 +9,9 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <sstream>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "quant/ref.hpp"
@@ -283,31 +286,58 @@ double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with
   const double u = dt == VSTACK_DTYPE_BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
   const double uw = (f == Format::nf4 || f == Format::nf4_dq) ? u : 0.0;
   const double acc = static_cast<double>(s.k + 2) * std::ldexp(1.0, -24);
+  // The fp64 reference, in column slices over the host's cores (it dominated run.sh's time); each
+  // slice keeps its counts, sums and first failures, added and reported here in slice order.
+  struct Slice {
+    int64_t bad = 0;
+    double num = 0, den = 0;
+    std::vector<std::string> first;
+  };
+  const int nt = static_cast<int>(
+      std::clamp<int64_t>(static_cast<int64_t>(std::thread::hardware_concurrency()), 1, std::min<int64_t>(16, s.n)));
+  std::vector<Slice> slices(nt);
+  auto check_columns = [&](int t) {
+    Slice& sl = slices[t];
+    for (int64_t j = t; j < s.n; j += nt)
+      for (int64_t i = 0; i < s.m; ++i) {
+        double r = with_bias ? b[j] : 0.0, mag = with_bias ? std::abs(b[j]) : 0.0;
+        for (int64_t k = 0; k < s.k; ++k) {
+          const double t2 = static_cast<double>(x[i * s.k + k]) * wd[j * s.k + k];
+          r += t2;
+          mag += std::abs(t2);
+        }
+        const uint16_t h = got[i * s.n + j];
+        const double g = dt == VSTACK_DTYPE_BF16 ? ref::bf16_to_f32(h) : ref::f16_to_f32(h);
+        const double tol = u * std::abs(r) + (uw + acc) * (1 + u) * mag + 1e-30;
+        // f16 overflows at 65520 (rounds to inf): then inf of the right sign is the right answer
+        const bool overflow_ok = dt == VSTACK_DTYPE_F16 && std::isinf(g) && (g > 0) == (r > 0) &&
+                                 std::abs(r) + tol >= 65520.0;
+        if (!overflow_ok && !(std::abs(g - r) <= tol)) {
+          if (sl.first.size() < 5) {
+            std::ostringstream os;
+            os << "y[" << i << "][" << j << "] = " << g << " want " << r << " tol " << tol;
+            sl.first.push_back(os.str());
+          }
+          ++sl.bad;
+        }
+        if (std::isfinite(g)) {
+          sl.num += (g - r) * (g - r);
+          sl.den += r * r;
+        }
+      }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < nt; ++t) pool.emplace_back(check_columns, t);
+  check_columns(0);
+  for (std::thread& th : pool) th.join();
   int64_t bad = 0;
   double num = 0, den = 0;
-  for (int64_t i = 0; i < s.m; ++i)
-    for (int64_t j = 0; j < s.n; ++j) {
-      double r = with_bias ? b[j] : 0.0, mag = with_bias ? std::abs(b[j]) : 0.0;
-      for (int64_t k = 0; k < s.k; ++k) {
-        const double t = static_cast<double>(x[i * s.k + k]) * wd[j * s.k + k];
-        r += t;
-        mag += std::abs(t);
-      }
-      const uint16_t h = got[i * s.n + j];
-      const double g = dt == VSTACK_DTYPE_BF16 ? ref::bf16_to_f32(h) : ref::f16_to_f32(h);
-      const double tol = u * std::abs(r) + (uw + acc) * (1 + u) * mag + 1e-30;
-      // f16 overflows at 65520 (rounds to inf): then inf of the right sign is the right answer
-      const bool overflow_ok = dt == VSTACK_DTYPE_F16 && std::isinf(g) && (g > 0) == (r > 0) &&
-                               std::abs(r) + tol >= 65520.0;
-      if (!overflow_ok && !(std::abs(g - r) <= tol)) {
-        if (bad < 5) UNSCOPED_INFO("y[" << i << "][" << j << "] = " << g << " want " << r << " tol " << tol);
-        ++bad;
-      }
-      if (std::isfinite(g)) {
-        num += (g - r) * (g - r);
-        den += r * r;
-      }
-    }
+  for (const Slice& sl : slices) {  // in slice order: the sums do not depend on the threads' timing
+    bad += sl.bad;
+    num += sl.num;
+    den += sl.den;
+    for (const std::string& m : sl.first) UNSCOPED_INFO(m);  // at most 5 per slice
+  }
   CHECK(bad == 0);
   return std::sqrt(num / den);
 }
