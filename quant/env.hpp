@@ -21,6 +21,9 @@ inline int env_int(const char* name, int unset) {
   return e ? std::atoi(e) : unset;
 }
 
+// A switch: -1 where it is missing or empty, 0 where its integer value is 0, else 1.
+inline int env_flag(const char* name) { return env_set(name) ? (env_int(name, 0) != 0 ? 1 : 0) : -1; }
+
 // The same where it lies in [lo, hi], else `otherwise` (missing and empty included).
 inline int env_int_in(const char* name, int lo, int hi, int otherwise) {
   const int v = env_int(name, lo - 1);

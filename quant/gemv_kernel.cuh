@@ -637,7 +637,7 @@ inline int forced_gemv_tiles() {
 // VSTACK_GEMV_WS=0 / 1: S > 1 only through clusters / only through the workspace (benchmarks and tests
 // of the plans); unset: the plan's choice.
 inline int forced_gemv_ws() {
-  static const int v = env_set("VSTACK_GEMV_WS") ? (env_int("VSTACK_GEMV_WS", 0) != 0 ? 1 : 0) : -1;
+  static const int v = env_flag("VSTACK_GEMV_WS");
   return v;
 }
 

@@ -214,7 +214,6 @@ constexpr RingLayout ring_layout(int64_t m, int64_t k, int scale_bytes) {
   const int64_t b_bytes = kRingSmem - kRingLutAddr - kGemvLutBytes;        // above it, any base
   const int64_t mt = m > 8 ? 2 : 1;
   const int64_t x_bytes = gemv_mrows(m) * gemv_x_pitch(k / 64);
-  l.red = 0;
   l.bars = 2 * kRingWarps * kGemvRows * 8 * mt * 4;
   int64_t a_used = l.bars + 2 * kRingMaxSlots * 8, b_used = 0;
   if (ring_align(a_used) + x_bytes <= a_bytes) {

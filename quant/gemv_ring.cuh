@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
 // matmul fails where the device cannot run it); unset: the launcher's choice (the ring kernel wherever
 // it fits, unless a plan of the register-load kernel is forced).
 inline int forced_gemv_ring() {
-  static const int v = env_set("VSTACK_GEMV_RING") ? (env_int("VSTACK_GEMV_RING", 0) != 0 ? 1 : 0) : -1;
+  static const int v = env_flag("VSTACK_GEMV_RING");
   return v;
 }
 
