@@ -1,7 +1,7 @@
 // The Hopper (sm_90) pieces of the warp-specialised kernels besides wgmma (kernels/wgmma.cuh):
 // mbarriers, the bulk tensor copy (TMA) that completes on one, L2 cache policies, named barriers
-// and setmaxnreg. Used by the attention forward (attn/fwd_sm90_kernel.cuh) and the FP4 GEMM
-// (quant/gemm_wgmma.cuh).
+// and setmaxnreg. Used by the attention forward (attn/fwd_sm90_kernel.cuh), the FP4 GEMM
+// (quant/gemm_wgmma.cuh) and the FP4 decode ring (quant/gemv_ring.cuh).
 //
 // mbarrier protocol used here (PTX ISA "mbarrier"): a barrier completes a phase when its
 // pending arrivals reach zero and its pending transaction bytes reach zero; waiters wait for
@@ -72,6 +72,16 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* tmap, uint64_
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, "
       "%4}], [%2], %5;\n" ::"r"(smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(tmap)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "l"(policy)
+      : "memory");
+}
+// Box of the 3-d tensor map at (c0 innermost, c1, c2) -> shared memory, completing on `bar`, with an
+// L2 cache policy from l2_policy().
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2,
+                                            uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, "
+      "%4, %5}], [%2], %6;\n" ::"r"(smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "l"(policy)
       : "memory");
 }
 // L2 policy for the data of one copy: keep = evict last (reused by later CTAs), else evict first.

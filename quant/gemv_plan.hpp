@@ -172,8 +172,9 @@ constexpr GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int sms, bool clus
 // Note [Ring kernel] (quant/gemv_ring.cuh). On sm_90 a producer warp streams each 16-row tile's
 // chunks by 1-D bulk copies into a ring of shared-memory slots (a slot = one stage: 16 consecutive
 // chunks of one tile, their codes and scales), and 16 consumer warps each take one chunk of every
-// stage. S = 1 and one tile per row block; x's whole K sits in shared memory, so the ring fits only
-// where x is small (M <= 4 at K = 8192). The code-pair table sits at shared address 0x10000 so that
+// stage. S = 1 and one tile per row block where x's whole K sits in shared memory beside the ring
+// (M <= 4 at K = 8192); elsewhere x's slices travel in the stages (Note [Streamed x]), a stage
+// covering G tiles. The code-pair table sits at shared address 0x10000 so that
 // a lookup's address is one PRMT (no base add): the ring and x live below it (region A) and above it
 // (region B), neither straddling it.
 inline constexpr int kRingWarps = 16;                     // consumer warps; one producer warp besides
@@ -194,9 +195,12 @@ struct RingLayout {
   bool ok = false;
   int64_t red = 0;        // A: the consumer warps' sums, two buffers of [16 warps][16 rows][8 MT columns] fp32
   int64_t bars = 0;       // A: full[kRingMaxSlots], empty[kRingMaxSlots]
-  int64_t x = 0;          // x's rows (pitch K / 64 * 128 bytes), from the start of A, or of B where x_in_b
+  int64_t x = 0;          // resident x (groups = 0): its rows, from the start of A, or of B where x_in_b;
+                          // streamed x (groups > 0): the stage's x rows, from the start of each slot
   bool x_in_b = false;
-  int64_t slot_bytes = 0;  // codes of 16 chunks, then their scales
+  int64_t x_pitch = 0;    // bytes per x row: K / 64 * 128 (resident); per chunk of x in a slot (streamed)
+  int groups = 0;         // streamed x: G tiles per row block (Note [Streamed x]); 0: x resident
+  int64_t slot_bytes = 0;  // codes of 16 chunks, then their scales (then, streamed, x's chunks)
   int64_t a0 = 0;          // first slot in A
   int n_a = 0;             // slots in A; slots n_a.. in B from b0
   int64_t b0 = 0;          // first slot in B, from the table's end
@@ -205,21 +209,23 @@ struct RingLayout {
 
 constexpr int64_t ring_align(int64_t v) { return (v + 127) / 128 * 128; }
 constexpr int64_t ring_slot_bytes(int scale_bytes) { return kRingChunks * (512 + 16 * scale_bytes); }
+inline constexpr int64_t kRingABytes = kRingLutAddr - kRingBaseMax;                   // A, below the table, any base
+inline constexpr int64_t kRingBBytes = kRingSmem - kRingLutAddr - kGemvLutBytes;      // B, above it, any base
+constexpr int64_t ring_red_bytes(int64_t m) { return 2 * kRingWarps * kGemvRows * 8 * (m > 8 ? 2 : 1) * 4; }
 
-// m x K activations, scale_bytes per row and chunk; ok = false where fewer than kRingMinSlots fit.
+// x resident: m x K activations, scale_bytes per row and chunk; ok = false where fewer than
+// kRingMinSlots fit.
 constexpr RingLayout ring_layout(int64_t m, int64_t k, int scale_bytes) {
   RingLayout l{};
   if (m < 1 || m > kGemvMaxM || k < 64 || k % 64 != 0) return l;
-  const int64_t a_bytes = kRingLutAddr - kRingBaseMax;                     // below the table, any base
-  const int64_t b_bytes = kRingSmem - kRingLutAddr - kGemvLutBytes;        // above it, any base
-  const int64_t mt = m > 8 ? 2 : 1;
-  const int64_t x_bytes = gemv_mrows(m) * gemv_x_pitch(k / 64);
-  l.bars = 2 * kRingWarps * kGemvRows * 8 * mt * 4;
+  l.x_pitch = gemv_x_pitch(k / 64);
+  const int64_t x_bytes = gemv_mrows(m) * l.x_pitch;
+  l.bars = ring_red_bytes(m);
   int64_t a_used = l.bars + 2 * kRingMaxSlots * 8, b_used = 0;
-  if (ring_align(a_used) + x_bytes <= a_bytes) {
+  if (ring_align(a_used) + x_bytes <= kRingABytes) {
     l.x = ring_align(a_used);
     a_used = l.x + x_bytes;
-  } else if (x_bytes <= b_bytes) {
+  } else if (x_bytes <= kRingBBytes) {
     l.x_in_b = true;
     b_used = x_bytes;
   } else {
@@ -227,22 +233,90 @@ constexpr RingLayout ring_layout(int64_t m, int64_t k, int scale_bytes) {
   }
   l.slot_bytes = ring_slot_bytes(scale_bytes);
   l.a0 = ring_align(a_used);
-  l.n_a = a_bytes >= l.a0 ? static_cast<int>((a_bytes - l.a0) / l.slot_bytes) : 0;
+  l.n_a = kRingABytes >= l.a0 ? static_cast<int>((kRingABytes - l.a0) / l.slot_bytes) : 0;
   l.b0 = ring_align(b_used);
-  const int n_b = b_bytes >= l.b0 ? static_cast<int>((b_bytes - l.b0) / l.slot_bytes) : 0;
+  const int n_b = kRingBBytes >= l.b0 ? static_cast<int>((kRingBBytes - l.b0) / l.slot_bytes) : 0;
   l.n_a = l.n_a < kRingMaxSlots ? l.n_a : kRingMaxSlots;
   l.slots = l.n_a + n_b < kRingMaxSlots ? l.n_a + n_b : kRingMaxSlots;
   l.ok = l.slots >= kRingMinSlots;
   return l;
 }
 
-// The decode launcher's choice: the ring kernel where the device has it (sm_90 builds; cc >= 90),
-// its layout fits and it is not forced off (forced: -1 unset, 0 off, 1 on wherever it fits); NF4_DQ
-// only where a row spans at most two scale2 groups (K <= 64 kDqGroup; quant/gemv_ring.cuh).
-constexpr bool gemv_use_ring(int64_t m, int64_t k, Format f, bool has_ring, int forced) {
-  if (!has_ring || forced == 0) return false;
-  if (f == Format::nf4_dq && k > 64 * kDqGroup) return false;
-  return ring_layout(m, k, chunk_scale_bytes(f)).ok;
+// Note [Streamed x]. Where x's whole K does not fit beside the ring (M >= 8 at K = 8192), each slot
+// carries x's slice of the stage too, and a stage covers G tiles (a row block) x 16 / G chunks:
+// consumer warp w takes tile w / (16 / G), chunk w % (16 / G) of every stage, so a slice of x serves
+// G tiles. The producer loads a stage with three TMA box copies (codes, scales: boxes of G tiles x
+// 16 / G chunks of the tile layout; x: 16 / G chunks x M rows, 128-byte swizzled; chunks >= K / 64
+// zero-filled): a 1-D bulk copy per tile and x row cost ~22 ns each on the H100 (8192^2 M = 1,
+// G = 4: 9 copies per stage 21.2 us against 3 per stage 16.9), and the box copies are one per
+// operand whatever G and M. x's box has exactly M rows: a box of 8 rows zero-filling those past M
+// was slower the fewer rows were real (28672x8192, G = 1: M = 1 69.6 us, M = 8 55.5). The mma
+// columns past M read whatever lies after the chunk's rows (never stored). The slots sit in region
+// B only, 1024-byte aligned (the swizzle follows the shared address bits; B starts at 0x20000).
+inline constexpr int64_t kRingXsAlign = 1024;
+inline constexpr int kRingXsMinSlots = 3;  // 75 KB in flight where the slots are 25 KB (M <= 8 at G = 1, M = 16 at G = 2)
+constexpr int64_t ring_xs_rows(int64_t m) { return m > 8 ? 16 : 8; }  // x rows per chunk in a slot
+constexpr RingLayout ring_layout_xs(int64_t m, int scale_bytes, int g) {
+  RingLayout l{};
+  if (m < 1 || m > kGemvMaxM || (g != 1 && g != 2 && g != 4 && g != 8)) return l;
+  const int64_t align = kRingXsAlign;
+  l.groups = g;
+  l.x_pitch = m * 128;  // bytes per chunk of x: its M rows of 64 k values
+  l.x = (ring_slot_bytes(scale_bytes) + align - 1) / align * align;
+  // room for the last chunk's ldmatrix rows past M (8 or 16 rows from its first)
+  l.slot_bytes = (l.x + kRingChunks / g * ring_xs_rows(m) * 128 + align - 1) / align * align;
+  l.bars = ring_red_bytes(m);
+  l.a0 = ring_align(l.bars + 2 * kRingMaxSlots * 8);
+  l.n_a = 0;
+  const int64_t n_b = kRingBBytes / l.slot_bytes;
+  l.slots = static_cast<int>(n_b < kRingMaxSlots ? n_b : kRingMaxSlots);
+  l.ok = l.slots >= kRingXsMinSlots;
+  return l;
+}
+
+// Tiles per row block of the streamed-x ring for an n x k weight over `sms` CTAs: of the G in {1, 2, 4,
+// 8} whose layout fits, the one with the least modelled time of the busiest CTA, rounds of row blocks
+// x (G tiles x K / 64 chunks + kRingRowBlockCost), the larger on ties. The constant, in chunks, is a
+// row block's own cost (its pipeline fill and drain, its sums), fitted to 28672x8192 with every G
+// forced (H100, nvfp4, M = 1..8, session 12: 0.8 us against 3.1 per tile of 128 chunks); the model
+// then orders the G of 14336x4096, 8192^2 and 4096^2 as measured (docs/NOTES.md, "Streamed x").
+inline constexpr int64_t kRingRowBlockCost = 33;
+constexpr int ring_groups(int64_t m, int64_t n, int64_t k, int scale_bytes, int sms) {
+  const int64_t tiles = (n + kGemvRows - 1) / kGemvRows;
+  int best = 0;
+  int64_t best_cost = 0;
+  for (int g = 1; g <= 8; g *= 2) {
+    if (!ring_layout_xs(m, scale_bytes, g).ok) continue;
+    const int64_t blocks = (tiles + g - 1) / g;
+    const int64_t cost = (blocks + sms - 1) / sms * (g * (k / 64) + kRingRowBlockCost);
+    if (best == 0 || cost <= best_cost) {
+      best = g;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+// The decode launcher's choice (forced: -1 unset, 0 off, 1 on wherever it fits): kRingNone (the
+// register-load kernel), kRingResident (x's whole K in shared memory) at M = 1 where it fits, else the
+// G > 0 of the streamed-x ring (Note [Streamed x]); forced_g > 0 forces that G wherever its layout fits.
+// Measured (H100, session 12): at M = 1 x resident is as fast or up to 9 % faster (4096^2 nvfp4 5.7
+// against 6.3 us), but for NF4_DQ, whose resident M = 1 instance is 9-25 % slower than streamed x
+// (8192^2 18.4 against 15.2); at M = 2..8 streamed x as fast or up to 10 % faster (4096x14336 nvfp4
+// M = 2 16.0 against 14.3). The ring where the device has it (has_ring: sm_90 builds, cc >= 90);
+// NF4_DQ only where a row spans at most two scale2 groups (K <= 64 kDqGroup; quant/gemv_ring.cuh).
+inline constexpr int kRingNone = -1;
+inline constexpr int kRingResident = 0;
+constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has_ring, int forced, int sms,
+                             int forced_g = 0) {
+  if (!has_ring || forced == 0 || m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1)
+    return kRingNone;
+  if (f == Format::nf4_dq && k > 64 * kDqGroup) return kRingNone;
+  const int sb = chunk_scale_bytes(f);
+  if (forced_g > 0 && ring_layout_xs(m, sb, forced_g).ok) return forced_g;
+  if (m == 1 && f != Format::nf4_dq && ring_layout(m, k, sb).ok) return kRingResident;
+  const int g = ring_groups(m, n, k, sb, sms);
+  return g > 0 ? g : kRingNone;
 }
 
 }  // namespace vstack::quant

@@ -30,6 +30,7 @@
 #pragma once
 
 #include "kernels/hopper.cuh"
+#include "kernels/tensor_map.hpp"
 #include "quant/gemv_kernel.cuh"
 
 namespace vstack::quant {
@@ -61,39 +62,47 @@ __device__ __forceinline__ void pin(V& v) {
 }  // namespace gemv
 
 struct RingArgs {
+  CUtensorMap mw, ms, mx;  // streamed x: the codes', the scales' and x's box copies (Note [Streamed x])
+  RingLayout l;   // ring_layout (x resident) or ring_layout_xs (streamed) of this launch
   int slots;      // ring slots used (<= the layout's)
-  int pf_stages;  // stages of the first tile prefetched to L2 before the dependency wait
+  int pf_stages;  // stages of the first row block prefetched to L2 before the dependency wait
 };
 
 // MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). XF: x in fragment order (M <= 2). M1: M = 1, whose
 // odd mma columns are never stored, so their FFMAs are left out (8 of ~100 instructions per chunk).
-template <Format F, typename T, int MT, bool XF, bool M1 = false>
-__global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const GemmParams p, const RingArgs a) {
+// XS: x streamed in the stages, G = a.l.groups tiles per row block (Note [Streamed x]); else x's
+// whole K resident and one tile per row block.
+template <Format F, typename T, int MT, bool XF, bool M1 = false, bool XS = false>
+__global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  static_assert(!XS || (!XF && !M1), "streamed x is read by ldmatrix, every column kept");
   using D = dev::Dt<T>;
   namespace hp = hopper;
   constexpr int SB = chunk_scale_bytes(F);
-  constexpr RingLayout L0 = ring_layout(MT == 1 ? 1 : 16, 64, SB);  // the layout's constant parts
-  constexpr int64_t kCodes = kRingChunks * 512;                     // a slot's code bytes
+  constexpr int64_t kRed = ring_red_bytes(MT == 1 ? 1 : 16);  // the sums at 0, then the barriers
+  constexpr int64_t kCodes = kRingChunks * 512;               // a slot's code bytes
   extern __shared__ __align__(128) uint8_t smem[];
-  const RingLayout L = ring_layout(p.m, p.k, SB);
+  const RingLayout& L = a.l;
   const int slots = a.slots;
   const uint32_t base = hp::smem_addr(smem);
   if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
   const int64_t lut_off = kRingLutAddr - base;
   uint8_t* const region_b = smem + lut_off + kGemvLutBytes;
-  float* const red = reinterpret_cast<float*>(smem + L0.red);  // [2][16 warps][16 rows][8 MT]
-  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + L0.bars);
+  float* const red = reinterpret_cast<float*>(smem);  // [2][16 warps][16 rows][8 MT]
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kRed);
   uint64_t* const empty = full + kRingMaxSlots;
-  uint8_t* const xs = (L.x_in_b ? region_b : smem) + L.x;
+  uint8_t* const xs = (L.x_in_b ? region_b : smem) + L.x;  // resident x
   auto slot_ptr = [&](int i) { return i < L.n_a ? smem + L.a0 + i * L.slot_bytes : region_b + L.b0 + (i - L.n_a) * L.slot_bytes; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, r = lane & 3;
   const int kc_total = p.k / 64;
   const int tiles = (p.n + kGemvRows - 1) / kGemvRows;
-  const int stages = (kc_total + kRingChunks - 1) / kRingChunks;  // per tile
-  const int pitch = static_cast<int>(gemv_x_pitch(kc_total));
+  // a row block: G tiles; a stage: C chunks of each (G C = 16); warp w: tile w / C, chunk w % C
+  const int G = XS ? L.groups : 1, C = XS ? kRingChunks / G : kRingChunks;
+  const int blocks = (tiles + G - 1) / G;
+  const int stages = (kc_total + C - 1) / C;  // per row block
+  const int pitch = static_cast<int>(L.x_pitch);
   const int mrows = gemv_mrows(p.m);
 
   gemv::pdl_launch_dependents();
@@ -105,29 +114,50 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
       hp::mbar_init(&empty[s], kRingWarps);
     }
     hp::fence_barrier_init();
-    // L2 prefetch of the first tile's first pf_stages stages while the previous kernel drains (safe
-    // before pdl_wait: a prefetch returns nothing to the SM; quant/gemv_kernel.cuh)
-    const int pf = min(kc_total, a.pf_stages * kRingChunks);
-    if (static_cast<int>(blockIdx.x) < tiles && pf > 0) {
-      gemv::prefetch_l2(p.codes + gemm_chunk(kGemvRows * blockIdx.x, 0, p.k), pf * 512);
-      gemv::prefetch_l2(p.scales + gemm_scale_chunk(kGemvRows * blockIdx.x, 0, p.k, SB), pf * 16 * SB);
+    // L2 prefetch of the first row block's first pf_stages stages while the previous kernel drains
+    // (safe before pdl_wait: a prefetch returns nothing to the SM, and the weights are not written by
+    // kernels; quant/gemv_kernel.cuh). Not x: the previous kernel may be writing it.
+    const int pf = min(kc_total, a.pf_stages * C);
+    for (int i = 0; i < G && pf > 0; ++i) {
+      const int t = static_cast<int>(blockIdx.x) * G + i;
+      if (t >= tiles) break;
+      gemv::prefetch_l2(p.codes + gemm_chunk(kGemvRows * t, 0, p.k), pf * 512);
+      gemv::prefetch_l2(p.scales + gemm_scale_chunk(kGemvRows * t, 0, p.k, SB), pf * 16 * SB);
     }
   }
   __syncthreads();
   gemv::pdl_wait();
 
-  if (warp == kRingWarps) {  // the producer: one lane streams the CTA's tiles, stage by stage
+  if (warp == kRingWarps) {  // the producer: one lane streams the CTA's row blocks, stage by stage
     if (lane == 0) {
       int slot = 0, phase = 0;
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x)
+      // streamed x: three box copies a stage; the weights are read once (evict first), x by every CTA
+      [[maybe_unused]] uint64_t pol_w = 0, pol_x = 0;
+      if constexpr (XS) {
+        hp::prefetch_tensor_map(&a.mw);
+        hp::prefetch_tensor_map(&a.ms);
+        hp::prefetch_tensor_map(&a.mx);
+        pol_w = hp::l2_policy(false);
+        pol_x = hp::l2_policy(true);
+      }
+      const uint32_t xs_bytes = static_cast<uint32_t>(kRingChunks * (512 + 16 * SB) + C * L.x_pitch);
+      for (int rb = blockIdx.x; rb < blocks; rb += gridDim.x)
         for (int q = 0; q < stages; ++q) {
-          const int c0 = q * kRingChunks, nc = min(kRingChunks, kc_total - c0);
+          const int c0 = q * C, nc = min(C, kc_total - c0);
           hp::mbar_wait(&empty[slot], phase ^ 1);
-          hp::mbar_arrive_expect_tx(&full[slot], nc * (512 + 16 * SB));
           uint8_t* dst = slot_ptr(slot);
-          gemv::bulk_load(dst, p.codes + gemm_chunk(kGemvRows * t, c0, p.k), nc * 512, &full[slot]);
-          gemv::bulk_load(dst + kCodes, p.scales + gemm_scale_chunk(kGemvRows * t, c0, p.k, SB), nc * 16 * SB,
-                          &full[slot]);
+          if constexpr (XS) {  // whole boxes: tiles past N and chunks past K are zero-filled, and counted
+            hp::mbar_arrive_expect_tx(&full[slot], xs_bytes);
+            hp::tma_load_3d(dst, &a.mw, &full[slot], 0, c0, rb * G, pol_w);
+            hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, c0, rb * G, pol_w);
+            hp::tma_load_3d(dst + L.x, &a.mx, &full[slot], 0, 0, c0, pol_x);
+          } else {
+            const int t = rb;
+            hp::mbar_arrive_expect_tx(&full[slot], nc * (512 + 16 * SB));
+            gemv::bulk_load(dst, p.codes + gemm_chunk(kGemvRows * t, c0, p.k), nc * 512, &full[slot]);
+            gemv::bulk_load(dst + kCodes, p.scales + gemm_scale_chunk(kGemvRows * t, c0, p.k, SB), nc * 16 * SB,
+                            &full[slot]);
+          }
           if (++slot == slots) {
             slot = 0;
             phase ^= 1;
@@ -137,10 +167,26 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
     return;  // the consumers synchronise by named barrier 1 only
   }
 
-  gemv::load_x<XF>(xs, p, pitch, mrows, kc_total, 0, tid, kRingWarps * 32);
-  if constexpr (!XF) dev::cp_async_wait<0>();
   int xoff[MT][2];
-  gemv::x_offsets<MT, XF>(xoff, lane, mrows, pitch);
+  if constexpr (XS) {
+    // from the slot: ldmatrix of x row (lane & 7) + 8 mt (past M: the next chunk's rows, or stale
+    // bytes; those columns are never stored), matrix mi = lane / 8 = step 2h + mi / 2, k half mi % 2,
+    // of chunk w % C of the stage: 128-byte lines, chunk-major, their 16-byte pieces XOR-swizzled by
+    // the line (the TMA's 128-byte swizzle: the slot is 1024-byte aligned); 8 consecutive lines per
+    // ldmatrix, so no bank conflict
+    const int mi = lane >> 3;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int line = (warp % C) * p.m + (lane & 7) + 8 * mt, piece = (2 * h + (mi >> 1)) * 2 + (mi & 1);
+        xoff[mt][h] = static_cast<int>(L.x) + line * 128 + ((piece ^ (line & 7)) * 16);
+      }
+  } else {
+    gemv::load_x<XF>(xs, p, pitch, mrows, kc_total, 0, tid, kRingWarps * 32);
+    if constexpr (!XF) dev::cp_async_wait<0>();
+    gemv::x_offsets<MT, XF>(xoff, lane, mrows, pitch);
+  }
   hp::named_barrier_sync(1, kRingWarps * 32);
 
   // Table entry of byte i (0..3) of w: the table is at 0x10000, so PRMT (lane * 4 | 0x10000, w) is
@@ -155,14 +201,17 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
   const T* bias = static_cast<const T*>(p.bias);
   T* y = static_cast<T*>(p.y);
   constexpr int MC = 8 * MT;  // columns of the sums
-  // This lane's bytes in a slot: the codes of rows g, g + 8 of chunk `warp` (FORMAT.md), their scales.
+  // This lane's bytes in a slot: the codes of rows g, g + 8 of chunk `warp` (FORMAT.md), their scales
+  // (tile-major: tile w / C's C chunks, then the next tile's).
   int code_off = warp * 512 + g * 32 + r * 8, scale_off = static_cast<int>(kCodes) + warp * 16 * SB + g * 2 * SB;
   const uint8_t* const slot0 = smem + L.a0;  // slots 0 .. n_a - 1 below the table, the rest above it
   const uint8_t* const slot_b = region_b + L.b0;
+  const int ti = warp / C, cw = warp % C;
   int slot = 0, phase = 0, par = 0;
   const uint8_t* sp = L.n_a > 0 ? slot0 : slot_b;
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x, par ^= 1) {
-    const int n0 = kGemvRows * t;
+  for (int rb = blockIdx.x; rb < blocks; rb += gridDim.x, par ^= 1) {
+    const int n0 = kGemvRows * (rb * G + ti);
+    const bool tv = n0 < p.n;  // this warp's tile exists
     float acc[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -170,7 +219,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
       for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
     // NF4_DQ: rows g, g + 8's scale2 values over this tile's K. A row's blocks (one per chunk) are
     // consecutive in the scale2 groups of kDqGroup blocks, so along K <= 64 kDqGroup (the ring's limit
-    // for NF4_DQ, gemv_use_ring) the group changes at most once: the value at chunk kc is g2a[h] before
+    // for NF4_DQ, gemv_ring_mode) the group changes at most once: the value at chunk kc is g2a[h] before
     // chunk g2k[h], g2b[h] from it. Two loads per tile instead of a 64-bit index, a division and a load
     // per row and chunk: 8192^2 M = 1 18.7-19.1 -> 17.7 us, 4096x14336 16.1-16.5 -> 15.3-15.6 (H100).
     float g2a[2] = {0.0f, 0.0f}, g2b[2] = {0.0f, 0.0f};
@@ -198,11 +247,11 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
         gemv::pin(xoff[mt][0]);
         gemv::pin(xoff[mt][1]);
       }
-      const int kc = q * kRingChunks + warp;
-      const bool v = kc < kc_total;  // else (a ragged last stage) the slot's bytes here are stale
+      const int kc = q * C + cw;
+      const bool v = tv && kc < kc_total;  // else (a ragged last stage or row block) the slot's bytes here are stale
       hp::mbar_wait(&full[slot], phase);
       // Everything this chunk needs from shared memory, before the slot is released: codes, scales,
-      // x's fragments (of the last chunk where !v: read, not used).
+      // x's fragments (where !v: of the last chunk, or stale streamed bytes; read, not used).
       const uint2 lo = *reinterpret_cast<const uint2*>(sp + code_off);
       const uint2 hi = *reinterpret_cast<const uint2*>(sp + code_off + 256);
       const uint8_t* ss = sp + scale_off;
@@ -221,7 +270,8 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
         s_b = w >> 8;
       }
       uint32_t bx[MT][4][2];
-      gemv::x_fragments<MT, XF>(bx, xs, xoff, v ? kc : kc_total - 1);
+      if constexpr (XS) gemv::x_fragments<MT, false>(bx, sp, xoff, 0);
+      else gemv::x_fragments<MT, XF>(bx, xs, xoff, v ? kc : kc_total - 1);
       __syncwarp();
       if (lane == 0) hp::mbar_arrive(&empty[slot]);
       sp += L.slot_bytes;
@@ -241,20 +291,28 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
         }
       }
     }
-    // The tile's sums in warp order. Two buffers: the barrier of tile t + 1 also orders tile t - 1's
-    // reads before this buffer is written again.
-    float* rb = red + par * kRingWarps * kGemvRows * MC;
+    // The row block's sums, each tile's C warps in warp order. Two buffers: the barrier of row block
+    // rb + 1 also orders row block rb - 1's reads before this buffer is written again.
+    float* rb_sums = red + par * kRingWarps * kGemvRows * MC;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) rb[(warp * kGemvRows + g + 8 * (e >> 1)) * MC + mt * 8 + 2 * r + (e & 1)] = acc[mt][e];
+      for (int e = 0; e < 4; ++e)
+        rb_sums[(warp * kGemvRows + g + 8 * (e >> 1)) * MC + mt * 8 + 2 * r + (e & 1)] = acc[mt][e];
     hp::named_barrier_sync(1, kRingWarps * 32);
-    for (int i = tid; i < kGemvRows * p.m; i += kRingWarps * 32) {
-      const int row = i / p.m, m = i % p.m, n = n0 + row;
+    const int per_tile = kGemvRows * p.m;
+    for (int i = tid; i < G * per_tile; i += kRingWarps * 32) {
+      const int tt = i / per_tile, row = i % per_tile / p.m, m = i % p.m;
+      const int n = kGemvRows * (rb * G + tt) + row;
       if (n >= p.n) continue;
+      const float* src = rb_sums + (tt * C * kGemvRows + row) * MC + m;
       float v = 0.0f;
+      if constexpr (XS) {
+        for (int w = 0; w < C; ++w) v += src[w * kGemvRows * MC];
+      } else {
 #pragma unroll
-      for (int w = 0; w < kRingWarps; ++w) v += rb[(w * kGemvRows + row) * MC + m];
+        for (int w = 0; w < kRingChunks; ++w) v += src[w * kGemvRows * MC];
+      }
       v *= gs;
       if (bias) v += D::to_f(bias[n]);
       y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
@@ -262,6 +320,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
   }
 #else
   (void)p;
+  (void)a;
 #endif
 }
 
@@ -284,17 +343,28 @@ inline int forced_gemv_ring_pf() {
   return v;
 }
 
+// VSTACK_GEMV_RING_G=<G> (1, 2, 4, 8): the streamed-x ring with G tiles per row block (Note [Streamed x])
+// wherever its layout fits (elsewhere the launcher's choice), for tests and benchmarks.
+inline int forced_gemv_ring_groups() {
+  static const int v = [] {
+    const int g = env_int("VSTACK_GEMV_RING_G", 0);
+    return g == 1 || g == 2 || g == 4 || g == 8 ? g : 0;
+  }();
+  return v;
+}
+
 // Whether a CTA of the instance fits an SM of this device with kRingSmem of dynamic shared memory
 // (with whatever static and reserved shared memory it has; the layout assumes no static). Asked once,
 // single device assumed.
-template <Format F, typename T, int MT, bool XF, bool M1 = false>
+template <Format F, typename T, int MT, bool XF, bool M1, bool XS>
 bool ring_usable() {
   static const bool ok = [] {
+    const auto kernel = fp4_gemv_ring_kernel<F, T, MT, XF, M1, XS>;
     int n = 0;
-    if (cudaFuncSetAttribute(fp4_gemv_ring_kernel<F, T, MT, XF, M1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kRingSmem)) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fp4_gemv_ring_kernel<F, T, MT, XF, M1>, kRingThreads,
-                                                      static_cast<size_t>(kRingSmem)) != cudaSuccess) {
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kRingSmem)) !=
+            cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kRingThreads, static_cast<size_t>(kRingSmem)) !=
+            cudaSuccess) {
       (void)cudaGetLastError();
       return false;
     }
@@ -303,12 +373,42 @@ bool ring_usable() {
   return ok;
 }
 
-// The ring kernel's launch (its shared-memory attribute set by ring_usable, which the caller asked).
-template <Format F, typename T, int MT, bool XF, bool M1 = false>
-cudaError_t launch_gemv_ring(const GemmParams& p, cudaStream_t stream) {
+// 3-D tensor map of `base`: dims d (innermost first) of esz-byte elements, strides st of dims 1 and 2
+// in bytes, box b.
+inline bool encode_map_3d(CUtensorMap* m, const void* base, CUtensorMapDataType dt, const cuuint64_t (&d)[3],
+                          const cuuint64_t (&st)[2], const cuuint32_t (&b)[3], CUtensorMapSwizzle sw) {
+  const cuuint32_t es[3] = {1, 1, 1};
+  return kernels::tensor_map_encoder()(m, dt, 3, const_cast<void*>(base), d, st, b, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                       sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The streamed-x ring's box copies (Note [Streamed x]): codes and scales as [tiles][K / 64 chunks]
+// [bytes of a chunk], boxes of G tiles x C chunks; x as [K / 64 chunks][M rows][64 values] (x's own
+// row-major strides taken in that order), boxes of C chunks x M rows, 128-byte swizzled.
+template <Format F>
+bool encode_ring_maps(RingArgs& a, const GemmParams& p) {
+  constexpr cuuint64_t SB = chunk_scale_bytes(F);
+  const cuuint64_t kc = static_cast<cuuint64_t>(p.k) / 64, tiles = static_cast<cuuint64_t>(p.npad) / kGemvRows;
+  const cuuint32_t c = kRingChunks / a.l.groups, g = static_cast<cuuint32_t>(a.l.groups);
+  return kernels::tensor_map_encoder() &&
+         encode_map_3d(&a.mw, p.codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, {128, kc, tiles}, {512, kc * 512}, {128, c, g},
+                       CU_TENSOR_MAP_SWIZZLE_NONE) &&
+         encode_map_3d(&a.ms, p.scales, CU_TENSOR_MAP_DATA_TYPE_UINT8, {16 * SB, kc, tiles}, {16 * SB, kc * 16 * SB},
+                       {static_cast<cuuint32_t>(16 * SB), c, g}, CU_TENSOR_MAP_SWIZZLE_NONE) &&
+         encode_map_3d(&a.mx, p.x, CU_TENSOR_MAP_DATA_TYPE_UINT16, {64, static_cast<cuuint64_t>(p.m), kc},
+                       {static_cast<cuuint64_t>(p.k) * 2, 128}, {64, static_cast<cuuint32_t>(p.m), c},
+                       CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+// The ring kernel's launch with layout l (its shared-memory attribute set by ring_usable, which the
+// caller asked).
+template <Format F, typename T, int MT, bool XF, bool M1, bool XS>
+cudaError_t launch_gemv_ring(const GemmParams& p, const RingLayout& l, cudaStream_t stream) {
   const int64_t tiles = (p.n + kGemvRows - 1) / kGemvRows;
+  const int64_t blocks = XS ? (tiles + l.groups - 1) / l.groups : tiles;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(tiles < p.sms ? tiles : p.sms));
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks < p.sms ? blocks : p.sms));
   cfg.blockDim = dim3(kRingThreads);
   cfg.dynamicSmemBytes = static_cast<size_t>(kRingSmem);
   cfg.stream = stream;
@@ -317,13 +417,16 @@ cudaError_t launch_gemv_ring(const GemmParams& p, cudaStream_t stream) {
   la.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &la;
   cfg.numAttrs = 1;
-  const RingLayout l = ring_layout(p.m, p.k, chunk_scale_bytes(F));
   const int fs = forced_gemv_ring_slots();
-  const RingArgs a{std::min(l.slots, fs > 0 ? fs : kRingSlots), forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages};
-  return cudaLaunchKernelEx(&cfg, fp4_gemv_ring_kernel<F, T, MT, XF, M1>, p, a);
+  RingArgs a{};
+  a.l = l;
+  a.slots = std::min(l.slots, fs > 0 ? fs : kRingSlots);
+  a.pf_stages = forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages;
+  if (XS && !encode_ring_maps<F>(a, p)) return cudaErrorInvalidValue;
+  return cudaLaunchKernelEx(&cfg, fp4_gemv_ring_kernel<F, T, MT, XF, M1, XS>, p, a);
 }
 
-// The decode regime (M <= 16): the ring kernel where gemv_use_ring says so, else the register-load
+// The decode regime (M <= 16): the ring kernel where gemv_ring_mode says so, else the register-load
 // kernel's plans.
 template <Format F, typename T>
 cudaError_t launch_decode(const GemmParams& p, cudaStream_t stream) {
@@ -331,19 +434,21 @@ cudaError_t launch_decode(const GemmParams& p, cudaStream_t stream) {
   // a forced plan of the register-load kernel (VSTACK_GEMV_SPLIT / _TILES / _WS) is that kernel's
   const int forced = forced_gemv_ring() >= 0 ? forced_gemv_ring()
                      : forced_gemv_split() > 0 || forced_gemv_tiles() > 0 || forced_gemv_ws() >= 0 ? 0 : -1;
-  const bool has_ring = p.cc >= 90 && (p.m > 8   ? ring_usable<F, T, 2, false>()
-                                       : p.m > 2 ? ring_usable<F, T, 1, false>()
-                                       : p.m > 1 ? ring_usable<F, T, 1, true>()
-                                                 : ring_usable<F, T, 1, true, true>());
-  if (forced == 1 && !has_ring) return cudaErrorNotSupported;  // tests: it must run here
-  if (gemv_use_ring(p.m, p.k, F, has_ring, forced)) {
-    if (p.m > 8) return launch_gemv_ring<F, T, 2, false>(p, stream);
-    if (p.m > 2) return launch_gemv_ring<F, T, 1, false>(p, stream);
-    if (p.m > 1) return launch_gemv_ring<F, T, 1, true>(p, stream);
-    return launch_gemv_ring<F, T, 1, true, true>(p, stream);
-  }
-#endif
+  const int mode = gemv_ring_mode(p.m, p.n, p.k, F, p.cc >= 90, forced, p.sms, forced_gemv_ring_groups());
+  if (mode == kRingNone) return forced == 1 && p.cc < 90 ? cudaErrorNotSupported : launch_gemv<F, T>(p, stream);
+  constexpr int SB = chunk_scale_bytes(F);
+  const RingLayout l = mode == kRingResident ? ring_layout(p.m, p.k, SB) : ring_layout_xs(p.m, SB, mode);
+  // the instance, picked once: checked, then launched (with 1, an error where this device cannot run it)
+  auto run = [&]<int MT, bool XF, bool M1, bool XS>() {
+    if (!ring_usable<F, T, MT, XF, M1, XS>() || (XS && !kernels::tensor_map_encoder()))
+      return forced == 1 ? cudaErrorNotSupported : launch_gemv<F, T>(p, stream);
+    return launch_gemv_ring<F, T, MT, XF, M1, XS>(p, l, stream);
+  };
+  if (mode == kRingResident) return run.template operator()<1, true, true, false>();  // M = 1 only
+  return p.m > 8 ? run.template operator()<2, false, false, true>() : run.template operator()<1, false, false, true>();
+#else
   return launch_gemv<F, T>(p, stream);
+#endif
 }
 
 }  // namespace vstack::quant

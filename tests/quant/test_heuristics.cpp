@@ -357,17 +357,94 @@ TEST_CASE("decode ring kernel layout", "[quant][heuristics]") {
   CHECK(ring_layout(8, 4096, 4).ok);
   CHECK_FALSE(ring_layout(16, 4096, 4).ok);
   CHECK(ring_layout(1, 8192, 4).slots == kRingMaxSlots);
-  // the choice
-  CHECK(gemv_use_ring(1, 8192, Format::nvfp4, true, -1));
-  CHECK(gemv_use_ring(1, 8192, Format::nvfp4, true, 1));
-  CHECK_FALSE(gemv_use_ring(1, 8192, Format::nvfp4, true, 0));
-  CHECK_FALSE(gemv_use_ring(1, 8192, Format::nvfp4, false, 1));
-  CHECK_FALSE(gemv_use_ring(8, 8192, Format::nvfp4, true, 1));
-  CHECK(gemv_use_ring(1, 28672, Format::nvfp4, true, -1));
-  CHECK(gemv_use_ring(1, 16384, Format::nf4_dq, true, -1));      // a row spans at most two scale2 groups
-  CHECK_FALSE(gemv_use_ring(1, 16448, Format::nf4_dq, true, 1));  // it may span three
-  CHECK(gemv_use_ring(1, 16448, Format::nf4, true, -1));
+  // the choice (132 SMs): x resident at M = 1 where it fits, else streamed (Note [Streamed x])
+  auto mode = [](int64_t m, int64_t n, int64_t k, Format f, bool has = true, int forced = -1, int fg = 0) {
+    return gemv_ring_mode(m, n, k, f, has, forced, 132, fg);
+  };
+  CHECK(mode(1, 8192, 8192, Format::nvfp4) == kRingResident);
+  CHECK(mode(1, 8192, 8192, Format::nvfp4, true, 1) == kRingResident);
+  CHECK(mode(1, 8192, 8192, Format::nvfp4, true, 0) == kRingNone);
+  CHECK(mode(1, 8192, 8192, Format::nvfp4, false, 1) == kRingNone);
+  CHECK(mode(1, 8192, 65536, Format::nvfp4) == 4);    // x does not fit
+  CHECK(mode(2, 8192, 8192, Format::nvfp4) == 4);     // 128 row blocks of 4 tiles
+  CHECK(mode(8, 8192, 8192, Format::nvfp4) == 4);
+  CHECK(mode(16, 8192, 8192, Format::nvfp4) == 4);
+  CHECK(mode(4, 4096, 14336, Format::nvfp4) == 2);    // 128 of 2
+  CHECK(mode(16, 4096, 4096, Format::nvfp4) == 2);
+  CHECK(mode(16, 14336, 4096, Format::nvfp4) == 8);   // 112 of 8
+  CHECK(mode(8, 14336, 8192, Format::nvfp4) == 8);    // not 7 rounds of one tile, each with x's 8 rows
+  CHECK(mode(4, 1104, 8192, Format::nvfp4) == 1);     // 69 tiles: one per CTA
+  CHECK(mode(2, 28672, 8192, Format::nvfp4) == 2);    // 7 rounds of 2 tiles, not 2 of 8
+  CHECK(mode(16, 1040, 8192, Format::nvfp4) == 2);    // 65 tiles, but G = 1 does not fit M = 16
+  CHECK(mode(1, 8192, 8192, Format::nvfp4, true, -1, 2) == 2);  // forced G
+  CHECK(mode(16, 8192, 8192, Format::nvfp4, true, 1, 1) == 4);  // forced G = 1 does not fit M = 16
+  CHECK(mode(1, 8192, 28672, Format::nvfp4) == kRingResident);
+  CHECK(mode(1, 8192, 16384, Format::nf4_dq) == 4);  // streamed at M = 1 too; a row spans at most two scale2 groups
+  CHECK(mode(1, 8192, 16448, Format::nf4_dq, true, 1) == kRingNone);  // it may span three
+  CHECK(mode(1, 8192, 16448, Format::nf4) == kRingResident);
+  CHECK(mode(17, 8192, 8192, Format::nvfp4) == kRingNone);
+  CHECK(mode(1, 8192, 100, Format::nvfp4) == kRingNone);
   CHECK_FALSE(ring_layout(0, 8192, 4).ok);
   CHECK_FALSE(ring_layout(17, 8192, 4).ok);
   CHECK_FALSE(ring_layout(1, 100, 4).ok);
+}
+
+// Note [Streamed x]: each slot holds the stage's codes, scales and x's chunks (M rows of 128 bytes
+// each, and room for the last chunk's ldmatrix rows past M), 1024-byte aligned in region B (the TMA's 128-byte swizzle follows the address bits),
+// and the tile choice takes the fewest tiles per busiest CTA among the G that fit.
+TEST_CASE("decode ring kernel, streamed x: layout and tiles per row block", "[quant][heuristics]") {
+  for (int sb : {1, 2, 4})
+    for (int64_t m = 1; m <= kGemvMaxM; ++m)
+      for (int g : {1, 2, 4, 8}) {
+        INFO("m " << m << " sb " << sb << " g " << g);
+        const RingLayout l = ring_layout_xs(m, sb, g);
+        const int64_t c = kRingChunks / g, xr = m > 8 ? 16 : 8;
+        CHECK(l.groups == g);
+        CHECK(l.x_pitch == m * 128);
+        CHECK(l.x >= kRingChunks * (512 + 16 * sb));  // after the codes and scales
+        CHECK(l.x % 1024 == 0);
+        CHECK(l.slot_bytes >= l.x + ((c - 1) * m + xr) * 128);  // the last chunk's 8 or 16 ldmatrix rows
+        CHECK(l.slot_bytes % 1024 == 0);
+        CHECK(l.bars == 2 * kRingWarps * kGemvRows * 8 * (m > 8 ? 2 : 1) * 4);  // the sums, then the barriers
+        CHECK(l.bars + 2 * kRingMaxSlots * 8 <= kRingABytes);
+        CHECK(l.n_a == 0);  // every slot in B, from its start (0x20000)
+        CHECK(l.b0 == 0);
+        CHECK(l.slots * l.slot_bytes <= kRingBBytes);
+        CHECK(l.slots <= kRingMaxSlots);
+        CHECK(l.ok == (l.slots >= kRingXsMinSlots));
+        if (g >= 2 || m <= 8) CHECK(l.ok);  // all but M > 8 at one tile per row block
+      }
+  CHECK_FALSE(ring_layout_xs(16, 4, 1).ok);  // 41 KB slots: two fit
+  CHECK(ring_layout_xs(8, 4, 1).slots == 3);
+  CHECK(ring_layout_xs(8, 4, 4).slots == 7);
+  CHECK_FALSE(ring_layout_xs(1, 4, 3).ok);
+  CHECK_FALSE(ring_layout_xs(0, 4, 1).ok);
+  // the tile choice against a direct sum over the busiest CTA's row blocks: its chunks, and a row
+  // block's own cost
+  for (int64_t m : {1, 8, 16})
+    for (int64_t k : {4096, 8192})
+      for (int64_t n = 16; n <= 40000; n += 16 * 37)
+        for (int sms : {8, 132}) {
+          const int g = ring_groups(m, n, k, 4, sms);
+          REQUIRE(g > 0);
+          const int64_t tiles = (n + 15) / 16;
+          auto busiest = [&](int gg) {
+            int64_t worst = 0;  // row blocks b, b + sms, ... per CTA b
+            for (int64_t b = 0; b < sms; ++b) {
+              int64_t c = 0;
+              for (int64_t rb = b; rb * gg < tiles; rb += sms) c += gg * (k / 64) + kRingRowBlockCost;
+              worst = std::max(worst, c);
+            }
+            return worst;
+          };
+          for (int o : {1, 2, 4, 8})
+            if (ring_layout_xs(m, 4, o).ok) CHECK(busiest(g) <= busiest(o));
+        }
+  // the G measured fastest (H100, session 12)
+  CHECK(ring_groups(2, 28672, 8192, 4, 132) == 2);
+  CHECK(ring_groups(16, 28672, 8192, 4, 132) == 2);
+  CHECK(ring_groups(2, 14336, 4096, 4, 132) == 8);
+  CHECK(ring_groups(8, 8192, 8192, 4, 132) == 4);
+  CHECK(ring_groups(8, 4096, 14336, 4, 132) == 2);
+  CHECK(ring_groups(8, 4096, 4096, 4, 132) == 2);
 }

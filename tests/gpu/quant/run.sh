@@ -31,6 +31,13 @@ for e in 1 0; do
     { echo "decode plans with VSTACK_GEMV_RING=$e FAILED:"; tail -30 /tmp/vstack-gemv-plan.log; status=1; }
 done
 [ $status -eq 0 ] && echo "fp4_gpu_tests: decode plans with the ring kernel forced on and off pass"
+# the ring kernel with x streamed in its stages (Note [Streamed x]), G tiles per row block forced
+# (where G's layout fits: M = 16 does not at G = 1, and takes the launcher's G)
+for g in 1 2 4 8; do
+  VSTACK_GEMV_RING=1 VSTACK_GEMV_RING_G=$g "$bin" "[gemv-plans]" > /tmp/vstack-gemv-plan.log 2>&1 ||
+    { echo "decode plans with the ring's streamed x at G=$g FAILED:"; tail -30 /tmp/vstack-gemv-plan.log; status=1; }
+done
+[ $status -eq 0 ] && echo "fp4_gpu_tests: decode plans with the ring's streamed x at G = 1, 2, 4, 8 pass"
 # the wgmma GEMM configs (5..8: wg256, wg128, wg128n, wg64n), each with a K split forced (Note [K
 # split]: 3 and 8 slices; the unsplit configs run in the cases above); where the device has no wgmma
 # the mma.sync configs run instead

@@ -386,12 +386,15 @@ TEST_CASE("matmul: MXFP4 at the smallest block scales", "[gpu][quant]") {
 
 // Every decode plan the kernel can take, whatever the device's heuristic picks: run.sh runs this
 // case again under each forced VSTACK_GEMV_SPLIT x VSTACK_GEMV_TILES (applied where x's slice fits),
-// and with VSTACK_GEMV_RING=0. Unforced on an H100, the ring kernel (Note [Ring kernel]) takes the
-// first, second and fourth shape: a ragged last stage (50, 39 and 19 chunks), a ragged last tile.
+// with VSTACK_GEMV_RING=0, and with the ring's streamed x forced at each G (VSTACK_GEMV_RING_G). Unforced
+// on an H100, the ring kernel (Note [Ring kernel]) takes every shape: x resident in the first, second
+// and fourth (a ragged last stage: 50, 39 and 19 chunks; a ragged last tile), streamed (Note
+// [Streamed x]) in the third (G = 2: 65 chunks in stages of 8, a row block of one valid tile and a half)
+// and the fifth (G = 1: x is 103 KB; 101 chunks in stages of 16; 8 mma columns).
 TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quant][gemv-plans]") {
   std::mt19937_64 rng(fresh_seed());
   // ragged N (not a multiple of 16 x T), K slices of unequal length, one and two mma column tiles
-  const MatmulShape shapes[] = {{1, 1104, 3200}, {9, 520, 2496}, {16, 312, 4160}, {3, 2072, 1216}};
+  const MatmulShape shapes[] = {{1, 1104, 3200}, {9, 520, 2496}, {16, 312, 4160}, {3, 2072, 1216}, {8, 1000, 6464}};
   for (Format f : kFormats)
     for (const MatmulShape& s : shapes) check_matmul(s, f, s.m == 9 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
 }
