@@ -24,9 +24,13 @@
 // ptxas recomputed the lanes' slot, scale and x offsets from %tid in every trip (~20 instructions per
 // chunk, 10 % of the time): gemv::pin keeps them in registers.
 //
-// Sums: warp w accumulates chunks w, w + 16, ... of a tile in fp32 and the 16 warps' sums are added
-// in warp order (deterministic; not the register-load kernel's order, whose warps own runs of
-// consecutive chunks).
+// Where x's whole K does not fit beside the ring (and at every M >= 2, and for NF4_DQ), x's slices
+// travel in the stages instead and a stage covers G tiles, loaded by TMA box copies: Note [Streamed x]
+// in quant/gemv_plan.hpp.
+//
+// Sums: warp w accumulates chunks w, w + 16, ... of a tile (streamed x: chunks w % C, w % C + C, ...
+// of tile w / C) in fp32 and each tile's warps' sums are added in warp order (deterministic; not the
+// register-load kernel's order, whose warps own runs of consecutive chunks).
 #pragma once
 
 #include "kernels/hopper.cuh"
