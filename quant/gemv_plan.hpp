@@ -53,6 +53,7 @@
 #include <cstdint>
 
 #include "quant/format.hpp"
+#include "quant/layout.hpp"
 
 namespace vstack::quant {
 
@@ -207,7 +208,6 @@ struct RingLayout {
   int slots = 0;           // in all, at most kRingMaxSlots
 };
 
-constexpr int64_t ring_align(int64_t v) { return (v + 127) / 128 * 128; }
 constexpr int64_t ring_slot_bytes(int scale_bytes) { return kRingChunks * (512 + 16 * scale_bytes); }
 inline constexpr int64_t kRingABytes = kRingLutAddr - kRingBaseMax;                   // A, below the table, any base
 inline constexpr int64_t kRingBBytes = kRingSmem - kRingLutAddr - kGemvLutBytes;      // B, above it, any base
@@ -222,8 +222,8 @@ constexpr RingLayout ring_layout(int64_t m, int64_t k, int scale_bytes) {
   const int64_t x_bytes = gemv_mrows(m) * l.x_pitch;
   l.bars = ring_red_bytes(m);
   int64_t a_used = l.bars + 2 * kRingMaxSlots * 8, b_used = 0;
-  if (ring_align(a_used) + x_bytes <= kRingABytes) {
-    l.x = ring_align(a_used);
+  if (round_up(a_used, 128) + x_bytes <= kRingABytes) {
+    l.x = round_up(a_used, 128);
     a_used = l.x + x_bytes;
   } else if (x_bytes <= kRingBBytes) {
     l.x_in_b = true;
@@ -232,9 +232,9 @@ constexpr RingLayout ring_layout(int64_t m, int64_t k, int scale_bytes) {
     return l;
   }
   l.slot_bytes = ring_slot_bytes(scale_bytes);
-  l.a0 = ring_align(a_used);
+  l.a0 = round_up(a_used, 128);
   l.n_a = kRingABytes >= l.a0 ? static_cast<int>((kRingABytes - l.a0) / l.slot_bytes) : 0;
-  l.b0 = ring_align(b_used);
+  l.b0 = round_up(b_used, 128);
   const int n_b = kRingBBytes >= l.b0 ? static_cast<int>((kRingBBytes - l.b0) / l.slot_bytes) : 0;
   l.n_a = l.n_a < kRingMaxSlots ? l.n_a : kRingMaxSlots;
   l.slots = l.n_a + n_b < kRingMaxSlots ? l.n_a + n_b : kRingMaxSlots;
@@ -259,14 +259,13 @@ constexpr int64_t ring_xs_rows(int64_t m) { return m > 8 ? 16 : 8; }  // x rows 
 constexpr RingLayout ring_layout_xs(int64_t m, int scale_bytes, int g) {
   RingLayout l{};
   if (m < 1 || m > kGemvMaxM || (g != 1 && g != 2 && g != 4 && g != 8)) return l;
-  const int64_t align = kRingXsAlign;
   l.groups = g;
   l.x_pitch = m * 128;  // bytes per chunk of x: its M rows of 64 k values
-  l.x = (ring_slot_bytes(scale_bytes) + align - 1) / align * align;
+  l.x = round_up(ring_slot_bytes(scale_bytes), kRingXsAlign);
   // room for the last chunk's ldmatrix rows past M (8 or 16 rows from its first)
-  l.slot_bytes = (l.x + kRingChunks / g * ring_xs_rows(m) * 128 + align - 1) / align * align;
+  l.slot_bytes = round_up(l.x + kRingChunks / g * ring_xs_rows(m) * 128, kRingXsAlign);
   l.bars = ring_red_bytes(m);
-  l.a0 = ring_align(l.bars + 2 * kRingMaxSlots * 8);
+  l.a0 = round_up(l.bars + 2 * kRingMaxSlots * 8, 128);
   l.n_a = 0;
   const int64_t n_b = kRingBBytes / l.slot_bytes;
   l.slots = static_cast<int>(n_b < kRingMaxSlots ? n_b : kRingMaxSlots);
