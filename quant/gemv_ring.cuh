@@ -247,15 +247,19 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
       gemv::pin(scale_off);
       gemv::pin(lane4);
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
+      for (int mt = 0; mt < (XS ? 1 : MT); ++mt) {  // streamed: mt = 1's rows are 1024 bytes on
         gemv::pin(xoff[mt][0]);
         gemv::pin(xoff[mt][1]);
       }
       const int kc = q * C + cw;
-      const bool v = tv && kc < kc_total;  // else (a ragged last stage or row block) the slot's bytes here are stale
+      // Resident x: else (a ragged last stage) the slot's bytes here are stale. Streamed x: every
+      // chunk, whole boxes: the box copies zero-fill the chunks past K and tiles past N, whose
+      // codes decode to finite values (NF4 code 0: -1) and whose scales to 0 (scale2 0 past N), so
+      // they add exactly 0 to the kept sums (the rows past N are never stored).
+      const bool v = XS || (tv && kc < kc_total);
       hp::mbar_wait(&full[slot], phase);
       // Everything this chunk needs from shared memory, before the slot is released: codes, scales,
-      // x's fragments (where !v: of the last chunk, or stale streamed bytes; read, not used).
+      // x's fragments (where !v: of the last chunk; read, not used).
       const uint2 lo = *reinterpret_cast<const uint2*>(sp + code_off);
       const uint2 hi = *reinterpret_cast<const uint2*>(sp + code_off + 256);
       const uint8_t* ss = sp + scale_off;
@@ -274,16 +278,32 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
         s_b = w >> 8;
       }
       uint32_t bx[MT][4][2];
-      if constexpr (XS) gemv::x_fragments<MT, false>(bx, sp, xoff, 0);
-      else gemv::x_fragments<MT, XF>(bx, xs, xoff, v ? kc : kc_total - 1);
+      if constexpr (XS) {
+        int xo[MT][2];  // an immediate offset for mt = 1
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[0][h] + mt * 8 * 128;
+        gemv::x_fragments<MT, false>(bx, sp, xo, 0);
+      } else {
+        gemv::x_fragments<MT, XF>(bx, xs, xoff, v ? kc : kc_total - 1);
+      }
       __syncwarp();
       if (lane == 0) hp::mbar_arrive(&empty[slot]);
       sp += L.slot_bytes;
-      if (++slot == L.n_a) sp = slot_b;
-      if (slot == slots) {
-        slot = 0;
-        phase ^= 1;
-        sp = L.n_a > 0 ? slot0 : slot_b;
+      if constexpr (XS) {  // every slot in B
+        if (++slot == slots) {
+          slot = 0;
+          phase ^= 1;
+          sp = slot_b;
+        }
+      } else {
+        if (++slot == L.n_a) sp = slot_b;
+        if (slot == slots) {
+          slot = 0;
+          phase ^= 1;
+          sp = L.n_a > 0 ? slot0 : slot_b;
+        }
       }
       if (v) {
         if constexpr (F == Format::nf4_dq) {
