@@ -22,4 +22,17 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
+// A tiled tensor map of rank R over `base`: dims (innermost first) of dt elements, the byte strides of
+// dims 1 .. R - 1, a box; no interleave, unit element strides, 256-byte L2 promotion, elements out of
+// bounds read as zeros. False where the driver has no encoder or refuses the description.
+template <int R>
+inline bool encode_tiled(CUtensorMap* m, CUtensorMapDataType dt, const void* base, const cuuint64_t (&dims)[R],
+                         const cuuint64_t (&strides)[R - 1], const cuuint32_t (&box)[R], CUtensorMapSwizzle sw) {
+  const auto enc = tensor_map_encoder();
+  cuuint32_t es[R];
+  for (auto& e : es) e = 1;
+  return enc && enc(m, dt, R, const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, sw,
+                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 }  // namespace vstack::kernels

@@ -515,15 +515,10 @@ __global__ void __launch_bounds__(C::THREADS, 1) fp4_gemm_wgmma_kernel(const __g
 #endif
 }
 
-// 2-D tensor map: inner dimension d0 elements of esz bytes, d1 rows `stride` bytes apart.
+// 2-D tensor map: inner dimension d0 elements of dt, d1 rows `stride` bytes apart.
 inline bool encode_map(CUtensorMap* m, const void* base, CUtensorMapDataType dt, uint64_t d0, uint64_t d1,
                        uint64_t stride, uint32_t b0, uint32_t b1, CUtensorMapSwizzle sw) {
-  const cuuint64_t dims[2] = {d0, d1};
-  const cuuint64_t strides[1] = {stride};
-  const cuuint32_t box[2] = {b0, b1};
-  const cuuint32_t es[2] = {1, 1};
-  return kernels::tensor_map_encoder()(m, dt, 2, const_cast<void*>(base), dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return kernels::encode_tiled<2>(m, dt, base, {d0, d1}, {stride}, {b0, b1}, sw);
 }
 
 // VSTACK_FP4_GEMM_KSPLIT=<s> (1..8) forces the K split of the wgmma GEMM (Note [K split]): for tests and

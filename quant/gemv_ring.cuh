@@ -397,16 +397,6 @@ bool ring_usable() {
   return ok;
 }
 
-// 3-D tensor map of `base`: dims d (innermost first) of esz-byte elements, strides st of dims 1 and 2
-// in bytes, box b.
-inline bool encode_map_3d(CUtensorMap* m, const void* base, CUtensorMapDataType dt, const cuuint64_t (&d)[3],
-                          const cuuint64_t (&st)[2], const cuuint32_t (&b)[3], CUtensorMapSwizzle sw) {
-  const cuuint32_t es[3] = {1, 1, 1};
-  return kernels::tensor_map_encoder()(m, dt, 3, const_cast<void*>(base), d, st, b, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                       sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 // The streamed-x ring's box copies (Note [Streamed x]): codes and scales as [tiles][K / 64 chunks]
 // [bytes of a chunk], boxes of G tiles x C chunks; x as [K / 64 chunks][M rows][64 values] (x's own
 // row-major strides taken in that order), boxes of C chunks x M rows, 128-byte swizzled.
@@ -415,14 +405,14 @@ bool encode_ring_maps(RingArgs& a, const GemmParams& p) {
   constexpr cuuint64_t SB = chunk_scale_bytes(F);
   const cuuint64_t kc = static_cast<cuuint64_t>(p.k) / 64, tiles = static_cast<cuuint64_t>(p.npad) / kGemvRows;
   const cuuint32_t c = kRingChunks / a.l.groups, g = static_cast<cuuint32_t>(a.l.groups);
-  return kernels::tensor_map_encoder() &&
-         encode_map_3d(&a.mw, p.codes, CU_TENSOR_MAP_DATA_TYPE_UINT32, {128, kc, tiles}, {512, kc * 512}, {128, c, g},
-                       CU_TENSOR_MAP_SWIZZLE_NONE) &&
-         encode_map_3d(&a.ms, p.scales, CU_TENSOR_MAP_DATA_TYPE_UINT8, {16 * SB, kc, tiles}, {16 * SB, kc * 16 * SB},
-                       {static_cast<cuuint32_t>(16 * SB), c, g}, CU_TENSOR_MAP_SWIZZLE_NONE) &&
-         encode_map_3d(&a.mx, p.x, CU_TENSOR_MAP_DATA_TYPE_UINT16, {64, static_cast<cuuint64_t>(p.m), kc},
-                       {static_cast<cuuint64_t>(p.k) * 2, 128}, {64, static_cast<cuuint32_t>(p.m), c},
-                       CU_TENSOR_MAP_SWIZZLE_128B);
+  using kernels::encode_tiled;
+  return encode_tiled<3>(&a.mw, CU_TENSOR_MAP_DATA_TYPE_UINT32, p.codes, {128, kc, tiles}, {512, kc * 512},
+                         {128, c, g}, CU_TENSOR_MAP_SWIZZLE_NONE) &&
+         encode_tiled<3>(&a.ms, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.scales, {16 * SB, kc, tiles}, {16 * SB, kc * 16 * SB},
+                         {static_cast<cuuint32_t>(16 * SB), c, g}, CU_TENSOR_MAP_SWIZZLE_NONE) &&
+         encode_tiled<3>(&a.mx, CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, {64, static_cast<cuuint64_t>(p.m), kc},
+                         {static_cast<cuuint64_t>(p.k) * 2, 128}, {64, static_cast<cuuint32_t>(p.m), c},
+                         CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 // The ring kernel's launch with layout l (its shared-memory attribute set by ring_usable, which the
