@@ -173,9 +173,10 @@ constexpr GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int sms, bool clus
 // Note [Ring kernel] (quant/gemv_ring.cuh). On sm_90 a producer warp streams each 16-row tile's
 // chunks by 1-D bulk copies into a ring of shared-memory slots (a slot = one stage: 16 consecutive
 // chunks of one tile, their codes and scales), and 16 consumer warps each take one chunk of every
-// stage. S = 1 and one tile per row block where x's whole K sits in shared memory beside the ring
-// (M <= 4 at K = 8192); elsewhere x's slices travel in the stages (Note [Streamed x]), a stage
-// covering G tiles. The code-pair table sits at shared address 0x10000 so that
+// stage. S = 1. The first version held x's whole K in shared memory beside the ring (M <= 4 at K =
+// 8192), one tile per row block; x's slices now travel in the stages (Note [Streamed x]), a stage
+// covering G tiles, and x resident is kept for comparison (M = 1, VSTACK_GEMV_RING_RESIDENT). The
+// code-pair table sits at shared address 0x10000 so that
 // a lookup's address is one PRMT (no base add): the ring and x live below it (region A) and above it
 // (region B), neither straddling it.
 inline constexpr int kRingWarps = 16;                     // consumer warps; one producer warp besides
@@ -297,23 +298,25 @@ constexpr int ring_groups(int64_t m, int64_t n, int64_t k, int scale_bytes, int 
 }
 
 // The decode launcher's choice (forced: -1 unset, 0 off, 1 on wherever it fits): kRingNone (the
-// register-load kernel), kRingResident (x's whole K in shared memory) at M = 1 where it fits, else the
-// G > 0 of the streamed-x ring (Note [Streamed x]); forced_g > 0 forces that G wherever its layout fits.
-// Measured (H100, session 12): at M = 1 x resident is as fast or up to 9 % faster (4096^2 nvfp4 5.7
-// against 6.3 us), but for NF4_DQ, whose resident M = 1 instance is 9-25 % slower than streamed x
-// (8192^2 18.4 against 15.2); at M = 2..8 streamed x as fast or up to 10 % faster (4096x14336 nvfp4
-// M = 2 16.0 against 14.3). The ring where the device has it (has_ring: sm_90 builds, cc >= 90);
-// NF4_DQ only where a row spans at most two scale2 groups (K <= 64 kDqGroup; quant/gemv_ring.cuh).
+// register-load kernel), or the G > 0 of the streamed-x ring (Note [Streamed x]); forced_g > 0 forces
+// that G wherever its layout fits. resident: x's whole K in shared memory instead (kRingResident) at
+// M = 1 where it fits, for comparison only. Measured (H100, session 12, final kernels, two alternations):
+// at M = 1 streamed x is as fast as x resident or up to 7 % faster in 16 of the 18 NVFP4 / MXFP4 / NF4
+// cells of six shapes (mxfp4 14336x4096 14.6-14.9 -> 13.7-13.8 us, nvfp4 4096x14336 14.6 -> 14.1), the
+// other two +0.6 and +0.8 % (28672x8192, within the spread); NF4_DQ was streamed already (its resident
+// kernel 9-25 % slower); at M = 2..8 as fast or up to 10 % faster (4096x14336 nvfp4 M = 2 16.0 -> 14.3). The
+// ring where the device has it (has_ring: sm_90 builds, cc >= 90); NF4_DQ only where a row spans at
+// most two scale2 groups (K <= 64 kDqGroup; quant/gemv_ring.cuh).
 inline constexpr int kRingNone = -1;
 inline constexpr int kRingResident = 0;
 constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has_ring, int forced, int sms,
-                             int forced_g = 0) {
+                             int forced_g = 0, bool resident = false) {
   if (!has_ring || forced == 0 || m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1)
     return kRingNone;
   if (f == Format::nf4_dq && k > 64 * kDqGroup) return kRingNone;
   const int sb = chunk_scale_bytes(f);
   if (forced_g > 0 && ring_layout_xs(m, sb, forced_g).ok) return forced_g;
-  if (m == 1 && f != Format::nf4_dq && ring_layout(m, k, sb).ok) return kRingResident;
+  if (resident && m == 1 && ring_layout(m, k, sb).ok) return kRingResident;
   const int g = ring_groups(m, n, k, sb, sms);
   return g > 0 ? g : kRingNone;
 }

@@ -24,9 +24,9 @@
 // ptxas recomputed the lanes' slot, scale and x offsets from %tid in every trip (~20 instructions per
 // chunk, 10 % of the time): gemv::pin keeps them in registers.
 //
-// Where x's whole K does not fit beside the ring (and at every M >= 2, and for NF4_DQ), x's slices
-// travel in the stages instead and a stage covers G tiles, loaded by TMA box copies: Note [Streamed x]
-// in quant/gemv_plan.hpp.
+// Since session 12 the launcher streams x's slices in the stages instead, a stage covering G tiles,
+// loaded by TMA box copies (Note [Streamed x] in quant/gemv_plan.hpp): as fast or faster at every M.
+// The resident-x kernel above (M = 1) runs only where VSTACK_GEMV_RING_RESIDENT asks for it.
 //
 // Sums: warp w accumulates chunks w, w + 16, ... of a tile (streamed x: chunks w % C, w % C + C, ...
 // of tile w / C) in fp32 and each tile's warps' sums are added in warp order (deterministic; not the
@@ -377,6 +377,14 @@ inline int forced_gemv_ring_groups() {
   return v;
 }
 
+// VSTACK_GEMV_RING_RESIDENT=1: at M = 1, the ring with x's whole K resident where it fits instead of
+// streamed x (the launcher's choice until session 12; kept to compare and test the two), unless a G is
+// forced too.
+inline bool forced_gemv_ring_resident() {
+  static const bool v = env_flag("VSTACK_GEMV_RING_RESIDENT") == 1;
+  return v;
+}
+
 // Whether a CTA of the instance fits an SM of this device with kRingSmem of dynamic shared memory
 // (with whatever static and reserved shared memory it has; the layout assumes no static). Asked once,
 // single device assumed.
@@ -448,7 +456,8 @@ cudaError_t launch_decode(const GemmParams& p, cudaStream_t stream) {
   // a forced plan of the register-load kernel (VSTACK_GEMV_SPLIT / _TILES / _WS) is that kernel's
   const int forced = forced_gemv_ring() >= 0 ? forced_gemv_ring()
                      : forced_gemv_split() > 0 || forced_gemv_tiles() > 0 || forced_gemv_ws() >= 0 ? 0 : -1;
-  const int mode = gemv_ring_mode(p.m, p.n, p.k, F, p.cc >= 90, forced, p.sms, forced_gemv_ring_groups());
+  const int mode = gemv_ring_mode(p.m, p.n, p.k, F, p.cc >= 90, forced, p.sms, forced_gemv_ring_groups(),
+                                  forced_gemv_ring_resident());
   if (mode == kRingNone) return forced == 1 && p.cc < 90 ? cudaErrorNotSupported : launch_gemv<F, T>(p, stream);
   constexpr int SB = chunk_scale_bytes(F);
   const RingLayout l = mode == kRingResident ? ring_layout(p.m, p.k, SB) : ring_layout_xs(p.m, SB, mode);

@@ -357,15 +357,17 @@ TEST_CASE("decode ring kernel layout", "[quant][heuristics]") {
   CHECK(ring_layout(8, 4096, 4).ok);
   CHECK_FALSE(ring_layout(16, 4096, 4).ok);
   CHECK(ring_layout(1, 8192, 4).slots == kRingMaxSlots);
-  // the choice (132 SMs): x resident at M = 1 where it fits, else streamed (Note [Streamed x])
-  auto mode = [](int64_t m, int64_t n, int64_t k, Format f, bool has = true, int forced = -1, int fg = 0) {
-    return gemv_ring_mode(m, n, k, f, has, forced, 132, fg);
-  };
-  CHECK(mode(1, 8192, 8192, Format::nvfp4) == kRingResident);
-  CHECK(mode(1, 8192, 8192, Format::nvfp4, true, 1) == kRingResident);
+  // the choice (132 SMs): streamed x (Note [Streamed x]); x resident only where asked, at M = 1
+  auto mode = [](int64_t m, int64_t n, int64_t k, Format f, bool has = true, int forced = -1, int fg = 0,
+                 bool res = false) { return gemv_ring_mode(m, n, k, f, has, forced, 132, fg, res); };
+  CHECK(mode(1, 8192, 8192, Format::nvfp4) == 4);
+  CHECK(mode(1, 8192, 8192, Format::nvfp4, true, 1) == 4);
+  CHECK(mode(1, 8192, 8192, Format::nvfp4, true, -1, 0, true) == kRingResident);
+  CHECK(mode(2, 8192, 8192, Format::nvfp4, true, -1, 0, true) == 4);  // resident at M = 1 only
+  CHECK(mode(1, 8192, 8192, Format::nvfp4, true, 1, 2, true) == 2);   // a forced G first
   CHECK(mode(1, 8192, 8192, Format::nvfp4, true, 0) == kRingNone);
   CHECK(mode(1, 8192, 8192, Format::nvfp4, false, 1) == kRingNone);
-  CHECK(mode(1, 8192, 65536, Format::nvfp4) == 4);    // x does not fit
+  CHECK(mode(1, 8192, 65536, Format::nvfp4, true, -1, 0, true) == 4);  // asked resident, x does not fit
   CHECK(mode(2, 8192, 8192, Format::nvfp4) == 4);     // 128 row blocks of 4 tiles
   CHECK(mode(8, 8192, 8192, Format::nvfp4) == 4);
   CHECK(mode(16, 8192, 8192, Format::nvfp4) == 4);
@@ -378,10 +380,11 @@ TEST_CASE("decode ring kernel layout", "[quant][heuristics]") {
   CHECK(mode(16, 1040, 8192, Format::nvfp4) == 2);    // 65 tiles, but G = 1 does not fit M = 16
   CHECK(mode(1, 8192, 8192, Format::nvfp4, true, -1, 2) == 2);  // forced G
   CHECK(mode(16, 8192, 8192, Format::nvfp4, true, 1, 1) == 4);  // forced G = 1 does not fit M = 16
-  CHECK(mode(1, 8192, 28672, Format::nvfp4) == kRingResident);
+  CHECK(mode(1, 8192, 28672, Format::nvfp4) == 4);
+  CHECK(mode(1, 8192, 28672, Format::nvfp4, true, -1, 0, true) == kRingResident);
   CHECK(mode(1, 8192, 16384, Format::nf4_dq) == 4);  // streamed at M = 1 too; a row spans at most two scale2 groups
   CHECK(mode(1, 8192, 16448, Format::nf4_dq, true, 1) == kRingNone);  // it may span three
-  CHECK(mode(1, 8192, 16448, Format::nf4) == kRingResident);
+  CHECK(mode(1, 8192, 16448, Format::nf4) == 4);
   CHECK(mode(17, 8192, 8192, Format::nvfp4) == kRingNone);
   CHECK(mode(1, 8192, 100, Format::nvfp4) == kRingNone);
   CHECK_FALSE(ring_layout(0, 8192, 4).ok);
