@@ -30,4 +30,10 @@ inline int env_int_in(const char* name, int lo, int hi, int otherwise) {
   return v >= lo && v <= hi ? v : otherwise;
 }
 
+// The same where it is a power of two in [1, max], else 0 (missing and empty included).
+inline int env_pow2(const char* name, int max) {
+  const int v = env_int(name, 0);
+  return v >= 1 && v <= max && (v & (v - 1)) == 0 ? v : 0;
+}
+
 }  // namespace vstack::quant

@@ -627,10 +627,7 @@ inline int forced_gemv_split() {
 
 // VSTACK_GEMV_TILES=<t> (1, 2, 4, 8) forces the tiles per CTA, likewise.
 inline int forced_gemv_tiles() {
-  static const int v = [] {
-    const int i = env_int("VSTACK_GEMV_TILES", 0);
-    return i == 1 || i == 2 || i == 4 || i == 8 ? i : 0;
-  }();
+  static const int v = env_pow2("VSTACK_GEMV_TILES", 8);
   return v;
 }
 

@@ -370,10 +370,7 @@ inline int forced_gemv_ring_pf() {
 // VSTACK_GEMV_RING_G=<G> (1, 2, 4, 8): the streamed-x ring with G tiles per row block (Note [Streamed x])
 // wherever its layout fits (elsewhere the launcher's choice), for tests and benchmarks.
 inline int forced_gemv_ring_groups() {
-  static const int v = [] {
-    const int g = env_int("VSTACK_GEMV_RING_G", 0);
-    return g == 1 || g == 2 || g == 4 || g == 8 ? g : 0;
-  }();
+  static const int v = env_pow2("VSTACK_GEMV_RING_G", 8);
   return v;
 }
 

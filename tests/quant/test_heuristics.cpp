@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "quant/gemm_traits.hpp"
+#include "quant/env.hpp"
 #include "quant/gemv_plan.hpp"
 
 #include <algorithm>
@@ -450,4 +451,31 @@ TEST_CASE("decode ring kernel, streamed x: layout and tiles per row block", "[qu
   CHECK(ring_groups(8, 8192, 8192, 4, 132) == 4);
   CHECK(ring_groups(8, 4096, 14336, 4, 132) == 2);
   CHECK(ring_groups(8, 4096, 4096, 4, 132) == 2);
+}
+
+// The settings the launchers read to force a plan (quant/env.hpp): out-of-range values mean unset.
+TEST_CASE("forcing settings from the environment", "[quant][heuristics]") {
+  const char* n = "VSTACK_TEST_SETTING";
+  unsetenv(n);
+  CHECK(env_flag(n) == -1);
+  CHECK(env_pow2(n, 8) == 0);
+  CHECK(env_int_in(n, 1, 8, -5) == -5);
+  setenv(n, "", 1);
+  CHECK(env_flag(n) == -1);
+  CHECK(env_pow2(n, 8) == 0);
+  for (const char* v : {"1", "2", "4", "8"}) {
+    setenv(n, v, 1);
+    CHECK(env_pow2(n, 8) == std::atoi(v));
+    CHECK(env_flag(n) == 1);
+  }
+  for (const char* v : {"0", "3", "6", "16", "-2", "x"}) {
+    setenv(n, v, 1);
+    CHECK(env_pow2(n, 8) == 0);
+  }
+  setenv(n, "0", 1);
+  CHECK(env_flag(n) == 0);
+  setenv(n, "5", 1);
+  CHECK(env_int_in(n, 1, 8, -5) == 5);
+  CHECK(env_int_in(n, 6, 8, -5) == -5);
+  unsetenv(n);
 }
