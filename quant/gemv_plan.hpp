@@ -6,8 +6,8 @@
 // runs of chunks and sum their partials in shared memory in warp order. The S CTAs of one row tile form a
 // thread-block cluster and sum through distributed shared memory in rank order
 // (deterministic, no workspace). Weights go straight from global memory into
-// registers (no shared-memory ring; on sm_90 the ring kernel of quant/gemv_ring.cuh takes the shapes
-// whose x fits beside one, Note [Ring kernel]), so a CTA only holds the code-pair table
+// registers (no shared-memory ring; on sm_90 the ring kernel of quant/gemv_ring.cuh takes every
+// M <= 16 shape, Note [Ring kernel], but NF4_DQ with K > 16384), so a CTA only holds the code-pair table
 // (64 KB), 32 KB of reduction buffers and x's K slice (<= 128 KB); one CTA of
 // 16 warps per SM (registers: __launch_bounds__(512, 1)).
 //
