@@ -1,8 +1,8 @@
 // Launch heuristic of the FP4 GEMM and the tile traits it picks from.
 #include <catch2/catch.hpp>
 
-#include "quant/gemm_traits.hpp"
 #include "quant/env.hpp"
+#include "quant/gemm_traits.hpp"
 #include "quant/gemv_plan.hpp"
 
 #include <algorithm>
@@ -375,7 +375,7 @@ TEST_CASE("decode ring kernel layout", "[quant][heuristics]") {
   CHECK(mode(4, 4096, 14336, Format::nvfp4) == 2);    // 128 of 2
   CHECK(mode(16, 4096, 4096, Format::nvfp4) == 2);
   CHECK(mode(16, 14336, 4096, Format::nvfp4) == 8);   // 112 of 8
-  CHECK(mode(8, 14336, 8192, Format::nvfp4) == 8);    // not 7 rounds of one tile, each with x's 8 rows
+  CHECK(mode(8, 14336, 8192, Format::nvfp4) == 8);    // one row block of 8 tiles, not 7 of one tile each
   CHECK(mode(4, 1104, 8192, Format::nvfp4) == 1);     // 69 tiles: one per CTA
   CHECK(mode(2, 28672, 8192, Format::nvfp4) == 2);    // 7 rounds of 2 tiles, not 2 of 8
   CHECK(mode(16, 1040, 8192, Format::nvfp4) == 2);    // 65 tiles, but G = 1 does not fit M = 16
@@ -394,8 +394,9 @@ TEST_CASE("decode ring kernel layout", "[quant][heuristics]") {
 }
 
 // Note [Streamed x]: each slot holds the stage's codes, scales and x's chunks (M rows of 128 bytes
-// each, and room for the last chunk's ldmatrix rows past M), 1024-byte aligned in region B (the TMA's 128-byte swizzle follows the address bits),
-// and the tile choice takes the fewest tiles per busiest CTA among the G that fit.
+// each, and room for the last chunk's ldmatrix rows past M), 1024-byte aligned in region B (the TMA's
+// 128-byte swizzle follows the address bits), and the tile choice takes the least modelled time of the
+// busiest CTA (its chunks and its row blocks' own cost) among the G that fit.
 TEST_CASE("decode ring kernel, streamed x: layout and tiles per row block", "[quant][heuristics]") {
   for (int sb : {1, 2, 4})
     for (int64_t m = 1; m <= kGemvMaxM; ++m)
