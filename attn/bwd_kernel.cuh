@@ -283,8 +283,14 @@ __global__ void __launch_bounds__(bwd_tile(D).warps * 32)
         if (r >= rows) continue;
         float* dst = p.dq_accum + (int64_t(si.q0 + r / g) * s.heads_q + hq0 + r % g) * D + dhq * DQC + 2 * qd;
 #pragma unroll
-        for (int dt = 0; dt < DQC / 8; ++dt)
+        for (int dt = 0; dt < DQC / 8; ++dt) {
+#if __CUDA_ARCH__ >= 900  // the vector atomic (sm_90+): one L2 operation for the pair
           atomicAdd(reinterpret_cast<float2*>(dst + dt * 8), make_float2(acc_dq[dt][2 * ri], acc_dq[dt][2 * ri + 1]));
+#else
+          atomicAdd(dst + dt * 8, acc_dq[dt][2 * ri]);
+          atomicAdd(dst + dt * 8 + 1, acc_dq[dt][2 * ri + 1]);
+#endif
+        }
       }
     }
   }

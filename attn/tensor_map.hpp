@@ -9,13 +9,16 @@
 #include <cstdint>
 
 #include "attn/params.hpp"
+#include "kernels/target.hpp"
 #include "kernels/tensor_map.hpp"
 
 namespace vstack::attn {
 
-// 1: the current device is compute capability 9.0 (runs sm_90a code); 0: it is not; the answer
-// is cached per device (the query costs microseconds that show at decode sizes).
+// Whether the sm_90a kernels run here: this build has them (kernels/target.hpp: an sm_80 build on an
+// H100 has empty sm_90a bodies) and the current device is compute capability 9.0; the device's
+// answer is cached per device (the query costs microseconds that show at decode sizes).
 inline bool device_is_sm90() {
+  if constexpr (!kernels::kBuiltSm90a) return false;
   static std::atomic<int> cache[64];  // 0 unknown, 1 no, 2 yes
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return false;
