@@ -2,9 +2,12 @@
 // to the kernel instantiation for (format, dtype, layout / tile config).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/status.hpp"
+#include "kernels/target.hpp"
 #include "quant/convert_kernels.cuh"
 #include "quant/env.hpp"
 #include "quant/gemm_kernel.cuh"
@@ -33,25 +36,42 @@ vstack_status_t cuda_status(cudaError_t e, const char* what) {
   return fail(VSTACK_ERR_CUDA, "%s: %s", what, cudaGetErrorString(e));
 }
 
-// Compute capability and SM count of the current device, cached per device.
-vstack_status_t device_info(int& cc, int& sms) {
-  static int cache_cc[64] = {}, cache_sms[64] = {};
+// What the launchers need of the current device, cached per device.
+struct DeviceInfo {
+  int cc = 0;          // compute capability, 10 * major + minor
+  int sms = 0;         // SM count
+  int smem_optin = 0;  // dynamic shared memory a CTA may have (cudaDevAttrMaxSharedMemoryPerBlockOptin)
+};
+
+// VSTACK_FP4_SMEM_LIMIT=<bytes> lowers smem_optin (never raises it), so that a GPU test on an H100 plans
+// as on a part with less shared memory (A100: 166912, sm_86 / sm_89: 101376); unset in normal use.
+int smem_limit() {
+  static const int v = env_int_in("VSTACK_FP4_SMEM_LIMIT", 1, INT32_MAX, INT32_MAX);
+  return v;
+}
+
+vstack_status_t device_info(DeviceInfo& d) {
+  static std::atomic<int> cache_cc[64], cache_sms[64], cache_smem[64];  // cc 0: not asked yet
   int dev = 0;
   if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return cuda_status(e, "cudaGetDevice");
-  if (dev < 64 && cache_cc[dev] != 0) {
-    cc = cache_cc[dev];
-    sms = cache_sms[dev];
-    return VSTACK_OK;
+  if (dev < 64) {
+    if (const int cc = cache_cc[dev].load(std::memory_order_acquire); cc != 0) {
+      d = DeviceInfo{cc, cache_sms[dev].load(std::memory_order_relaxed), cache_smem[dev].load(std::memory_order_relaxed)};
+      return VSTACK_OK;
+    }
   }
   int major = 0, minor = 0;
   cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev);
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
   if (e != cudaSuccess) return cuda_status(e, "cudaDeviceGetAttribute");
-  cc = major * 10 + minor;
+  d.cc = major * 10 + minor;
+  d.smem_optin = std::min(d.smem_optin, smem_limit());
   if (dev < 64) {
-    cache_cc[dev] = cc;
-    cache_sms[dev] = sms;
+    cache_sms[dev].store(d.sms, std::memory_order_relaxed);
+    cache_smem[dev].store(d.smem_optin, std::memory_order_relaxed);
+    cache_cc[dev].store(d.cc, std::memory_order_release);
   }
   return VSTACK_OK;
 }
@@ -150,8 +170,9 @@ vstack_status_t convert(bool quant, const void* data, vstack_dtype_t dtype, cons
   if (n % 64 != 0)
     return fail(VSTACK_ERR_UNSUPPORTED_SHAPE, "%s: the GPU kernels need rows*cols (%lld) to be a multiple of 64", what,
                 static_cast<long long>(n));
-  int cc = 0, sms = 0;
-  if (vstack_status_t s = device_info(cc, sms); s != VSTACK_OK) return s;
+  DeviceInfo dev;
+  if (vstack_status_t s = device_info(dev); s != VSTACK_OK) return s;
+  const int sms = dev.sms;
   const Format f = static_cast<Format>(q->format);
   const Layout l = static_cast<Layout>(q->layout);
   cudaStream_t st = static_cast<cudaStream_t>(stream);
@@ -192,12 +213,6 @@ vstack_status_t convert(bool quant, const void* data, vstack_dtype_t dtype, cons
   }
   return VSTACK_OK;
 }
-
-#if defined(VSTACK_WGMMA)
-constexpr bool kHaveWgmma = true;  // built for sm_90a
-#else
-constexpr bool kHaveWgmma = false;
-#endif
 
 // VSTACK_FP4_GEMM_CONFIG=<id> forces a tile config (GemmConfigId) for every matmul: for
 // benchmarks and tests of the configs the heuristic does not pick; unset in normal use.
@@ -276,15 +291,21 @@ extern "C" VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dt
   if (!aligned(x, 16)) return fail(VSTACK_ERR_MISALIGNED, "%s: x must be 16-byte aligned", what);
   if (!aligned(y, 2) || (bias && !aligned(bias, 2)))
     return fail(VSTACK_ERR_MISALIGNED, "%s: y and bias must be 2-byte aligned", what);
-  int cc = 0, sms = 0;
-  if (vstack_status_t s = device_info(cc, sms); s != VSTACK_OK) return s;
+  DeviceInfo dev;
+  if (vstack_status_t s = device_info(dev); s != VSTACK_OK) return s;
+  const int cc = dev.cc, sms = dev.sms;
   if (cc < 80) return fail(VSTACK_ERR_UNSUPPORTED_DEVICE, "%s: needs compute capability 8.0+ (have %d.%d)", what, cc / 10, cc % 10);
   const Format f = static_cast<Format>(w->format);
   GemmConfigId id = pick_gemm_config(m, N, K, sms);
   if (forced_config() >= 0 && (static_cast<GemmConfigId>(forced_config()) != GemmConfigId::gemv || id == GemmConfigId::gemv))
     id = static_cast<GemmConfigId>(forced_config());  // (the decode kernel only where its plan applies)
-  if (is_wgmma_config(id) && !(kHaveWgmma && cc == 90)) id = mma_sync_config(m, N, K, sms);
-  if (id == GemmConfigId::gemv && !plan_gemv(m, N, K, sms, cc >= 90).ok) id = GemmConfigId::small16;  // sm_80: no clusters
+  // pick_gemm_config assumes an H100 built for sm_90a; elsewhere the mma.sync configs, and the decode
+  // kernel only where x's slice fits this device's shared memory without clusters if it has none
+  const int64_t x_max = gemv_x_max(dev.smem_optin);
+  const bool sm90 = vstack::kernels::has_sm90_features(cc);
+  if (is_wgmma_config(id) && !vstack::kernels::has_wgmma(cc)) id = mma_sync_config(m, N, K, sms, x_max, sm90);
+  if (id == GemmConfigId::gemv && !plan_gemv(m, N, K, sms, sm90, nullptr, 0, x_max).ok)
+    id = mma_sync_config(m, N, K, sms, x_max, sm90);
   GemmLaunchFn fn = dtype == VSTACK_DTYPE_BF16 ? pick_launcher<__nv_bfloat16>(f, id) : pick_launcher<__half>(f, id);
   GemmParams p{};
   p.x = x;
@@ -299,5 +320,6 @@ extern "C" VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dt
   p.npad = static_cast<int>(gemm_npad(N));
   p.sms = sms;
   p.cc = cc;
+  p.smem_optin = dev.smem_optin;
   return cuda_status(fn(p, static_cast<cudaStream_t>(stream)), "fp4 gemm kernel");
 }

@@ -43,6 +43,7 @@ struct GemmParams {
   void* y;
   int m, n, k, npad;
   int sms, cc;  // the device's SM count and compute capability (10 * major + minor)
+  int smem_optin;  // the dynamic shared memory a CTA may have on it (bytes)
   // The decode kernel's split-K workspace (Note [Workspace split] in gemv_kernel.cuh), set by its launcher.
   float* ws_part = nullptr;
   unsigned* ws_count = nullptr;

@@ -48,6 +48,11 @@ using CfgSmall16 = GemmTraits<16, 16, 1, 1, 4, 6>;   // 128 threads, 66 KB
 using CfgSmall32 = GemmTraits<16, 32, 1, 1, 4, 6>;   // 128 threads, 81 KB
 using CfgMid = GemmTraits<64, 64, 1, 2, 2, 4>;       // 128 threads, 90 KB
 using CfgLarge = GemmTraits<128, 128, 2, 4, 1, 4>;   // 256 threads, 82 KB
+// Every sm_80+ part gives a CTA at least 99 KB of dynamic shared memory (sm_86 / sm_89; A100 163 KB).
+inline constexpr int kSmemSm80Plus = 99 * 1024;
+static_assert(CfgSmall16::SMEM_BYTES <= kSmemSm80Plus && CfgSmall32::SMEM_BYTES <= kSmemSm80Plus &&
+                  CfgMid::SMEM_BYTES <= kSmemSm80Plus && CfgLarge::SMEM_BYTES <= kSmemSm80Plus,
+              "the mma.sync configs run on every sm_80+ GPU");
 
 // Hopper wgmma configs (quant/gemm_wgmma.cuh, Note [Transposed wgmma GEMM]): a CTA computes
 // BT tokens (rows of x; the wgmma N) x BW = 64 * NWG weight rows (columns of y) with NWG
@@ -157,9 +162,13 @@ constexpr int64_t wg_ws_floats(int64_t tiles, int ksplit, int bt, int bw) { retu
 // wg128 0.68x cuBLAS, wg256 0.55x, wg128n 0.47x; M = 512: wg256 0.87x, wg128 0.58x; with it, M = 256
 // wg256 0.95x (measurements in pick_gemm_config). wg128n is no longer picked (forced: tests, benches).
 // The mma.sync-only choice (GPUs without wgmma, builds for another target): M <= 64 weight
-// streaming, M <= 256 64 x 64 tiles, beyond 128 x 128.
-constexpr GemmConfigId mma_sync_config(int64_t m, int64_t n, int64_t k, int sms) {
-  if (m <= 16 && plan_gemv(m, n, k, sms).ok) return GemmConfigId::gemv;
+// streaming, M <= 256 64 x 64 tiles, beyond 128 x 128. x_max: gemv_x_max of the device (the decode
+// kernel only where x's slice fits its shared memory); clusters: the device and build have them
+// (kernels::has_sm90_features), else the decode kernel must fit with S = 1. Its smaller configs
+// take at most 90 KB (CfgMid), within every sm_80+ part's 99 KB.
+constexpr GemmConfigId mma_sync_config(int64_t m, int64_t n, int64_t k, int sms, int64_t x_max = kGemvXMaxBytes,
+                                       bool clusters = true) {
+  if (m <= 16 && plan_gemv(m, n, k, sms, clusters, nullptr, 0, x_max).ok) return GemmConfigId::gemv;
   if (m <= 64) return (n / 32 >= 2 * static_cast<int64_t>(sms)) ? GemmConfigId::small32 : GemmConfigId::small16;
   if (m <= 256) return GemmConfigId::mid;
   return GemmConfigId::large;

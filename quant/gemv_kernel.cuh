@@ -66,6 +66,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "kernels/target.hpp"
 #include "quant/device.cuh"
 #include "quant/env.hpp"
 #include "quant/format.hpp"
@@ -382,7 +383,7 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
   extern __shared__ __align__(128) uint8_t smem[];
   uint32_t* lut = reinterpret_cast<uint32_t*>(smem);             // [byte][64 words]: words 0..31 = lanes' copies
   float* red = reinterpret_cast<float*>(smem + kGemvLutBytes);  // [16 warps][16 rows][16 columns]
-  float* part = red + kGemvWarps * kGemvRows * 16;              // [16 * tiles rows][16 columns]
+  [[maybe_unused]] float* part = red + kGemvWarps * kGemvRows * 16;  // [16 * tiles rows][16 columns] (clusters)
   uint8_t* xs = smem + kGemvLutBytes + kGemvRedBytes;          // x slice
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -639,10 +640,9 @@ inline int forced_gemv_ws() {
 }
 
 template <Format F, typename T, int MT, bool XF, bool SPLIT, bool WS = false>
-cudaError_t gemv_smem_optin() {
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(fp4_gemv_kernel<F, T, MT, XF, SPLIT, WS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(gemv_smem(kGemvMaxM, kGemvXMaxBytes / (16 * 128))));
+cudaError_t gemv_smem_optin(int smem_optin) {
+  static const cudaError_t attr = cudaFuncSetAttribute(
+      fp4_gemv_kernel<F, T, MT, XF, SPLIT, WS>, cudaFuncAttributeMaxDynamicSharedMemorySize, gemv_smem_cap(smem_optin));
   return attr;
 }
 
@@ -695,39 +695,40 @@ int64_t gemv_workers(int s, int64_t smem, int sms) {
 template <Format F, typename T, int MT, bool XF>
 cudaError_t launch_gemv_mt(const GemmParams& p0, cudaStream_t stream) {
   GemmParams p = p0;
-  if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF, false>(); e != cudaSuccess) return e;
-  const bool clusters = p.cc >= 90;
+  if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF, false>(p.smem_optin); e != cudaSuccess) return e;
+  const bool clusters = kernels::has_sm90_features(p.cc);  // an sm_80 build on an H100 has no cluster sums
+  const int64_t x_max = gemv_x_max(p.smem_optin);
   if (clusters)
-    if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF, true>(); e != cudaSuccess) return e;
+    if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF, true>(p.smem_optin); e != cudaSuccess) return e;
   const int fw = forced_gemv_ws();
   int64_t ws_ctas = 0;  // CTAs of the workspace kernel that run at once (one per SM: registers)
   if (fw != 0) {
-    if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF, true, true>(); e != cudaSuccess) return e;
-    ws_ctas = gemv_workers<F, T, MT, XF, true, true>(1, gemv_smem(kGemvMaxM, kGemvXMaxBytes / (16 * 128)), p.sms);
+    if (const cudaError_t e = gemv_smem_optin<F, T, MT, XF, true, true>(p.smem_optin); e != cudaSuccess) return e;
+    ws_ctas = gemv_workers<F, T, MT, XF, true, true>(1, gemv_smem_cap(p.smem_optin), p.sms);
   }
   auto workers_of = [&](int s) -> int64_t {  // 0 where x's slice does not fit S = s
-    const GemvPlan q = gemv_plan_for(p.m, p.n, p.k, s, 1, 1);
+    const GemvPlan q = gemv_plan_for(p.m, p.n, p.k, s, 1, 1, false, x_max);
     if (!q.ok) return 0;
     return s == 1 ? gemv_workers<F, T, MT, XF, false>(s, q.smem, p.sms) : gemv_workers<F, T, MT, XF, true>(s, q.smem, p.sms);
   };
   int64_t workers[kGemvMaxSplit + 1] = {};
   for (int s = 1; s <= (clusters ? kGemvMaxSplit : 1); s *= 2) workers[s] = workers_of(s);
   const bool cluster_plans = clusters && fw != 1;
-  GemvPlan pl = plan_gemv(p.m, p.n, p.k, p.sms, cluster_plans, workers, ws_ctas);
+  GemvPlan pl = plan_gemv(p.m, p.n, p.k, p.sms, cluster_plans, workers, ws_ctas, x_max);
   if (!pl.ok) return cudaErrorInvalidConfiguration;
   const int fs = cluster_plans || ws_ctas > 0 ? forced_gemv_split() : 0, ft = forced_gemv_tiles();
   if (fs > 0 || ft > 0) {  // benchmarks of the plan: a forced (S, T) where x's slice fits
     const int s = fs > 0 ? fs : pl.split;
     const bool ws = s > 1 && (s == pl.split ? pl.ws : !cluster_plans);
     const int64_t w = ws ? ws_ctas / s : workers[s] > 0 ? workers[s] : workers_of(s);  // S = 3, 5, 6, 7 not asked above
-    if (const GemvPlan f = gemv_plan_for(p.m, p.n, p.k, s, ft > 0 ? ft : pl.tiles, w, ws); f.ok) pl = f;
+    if (const GemvPlan f = gemv_plan_for(p.m, p.n, p.k, s, ft > 0 ? ft : pl.tiles, w, ws, x_max); f.ok) pl = f;
   }
   if (pl.ws) {  // Note [Workspace split]; without a workspace (a stream capture), the plan without one
     const SplitKWorkspace ws = splitk_workspace(stream, gemv_ws_floats(pl), pl.row_blocks);
     p.ws_part = ws.part;
     p.ws_count = ws.count;
     if (!ws.part) {
-      pl = plan_gemv(p.m, p.n, p.k, p.sms, clusters, workers);
+      pl = plan_gemv(p.m, p.n, p.k, p.sms, clusters, workers, 0, x_max);
       if (!pl.ok) return cudaErrorInvalidConfiguration;
     }
   }

@@ -65,10 +65,10 @@ inline constexpr int kGemvMaxSplit = 8;                  // portable cluster siz
 inline constexpr int kGemvBatch = 4;                     // chunks per register batch (two batches in flight)
 inline constexpr int kGemvMinRun = 8;                    // chunks per warp (two batches) under which a run costs extra
 inline constexpr int kGemvMinBlocks = 1;                 // __launch_bounds__ minimum CTAs per SM (<= 128 registers)
-inline constexpr int64_t kGemvXMaxBytes = 128 * 1024;    // x slice at most
+inline constexpr int64_t kGemvXMaxBytes = 128 * 1024;    // x slice at most (where the device has room)
 inline constexpr int kGemvLutBytes = 256 * 256;          // code byte -> value pair, one copy per bank, 256-byte rows
 inline constexpr int kGemvRedBytes = 2 * kGemvWarps * 16 * 16 * 4;  // the warps' partials + the row block's sums
-inline constexpr int64_t kGemvSmPerSm = 227 * 1024;      // shared memory per SM usable by CTAs (H100)
+inline constexpr int64_t kGemvSmemH100 = 227 * 1024;     // dynamic shared memory per CTA at most (H100, H200)
 
 struct GemvPlan {
   bool ok = false;
@@ -84,13 +84,29 @@ struct GemvPlan {
   bool ws = false;         // S > 1 summed through the global workspace (no cluster)
 };
 
+// x's slice at most on a device whose CTAs get at most smem_optin bytes of dynamic shared memory
+// (cudaDevAttrMaxSharedMemoryPerBlockOptin: H100 227 KB, A100 163 KB, sm_86 / sm_89 99 KB): beside
+// the table and the reduction buffers, 128 KB on Hopper, 67 KB on an A100, nothing on sm_86 / sm_89
+// (there the decode regime takes the weight-streaming kernel, pick_gemm_config).
+// (128 bytes stay for the kernel's static shared memory: 4 in the workspace instance.)
+constexpr int64_t gemv_x_max(int64_t smem_optin) {
+  const int64_t room = smem_optin - kGemvLutBytes - kGemvRedBytes - 128;
+  return room < 0 ? 0 : room < kGemvXMaxBytes ? room : kGemvXMaxBytes;
+}
+
 constexpr int gemv_mrows(int64_t m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : m <= 8 ? 8 : 16; }
 
 constexpr int64_t gemv_x_pitch(int64_t kcs) { return kcs * 128; }  // bytes per x row in shared memory
 // The table, the reduction buffers, x.
 constexpr int64_t gemv_smem(int mrows, int64_t kcs) { return kGemvLutBytes + kGemvRedBytes + mrows * gemv_x_pitch(kcs); }
+// The most dynamic shared memory a plan can ask for on a device that gives a CTA up to smem_optin
+// (the kernels' opt-in, and the stand-in size of the workspace plans' occupancy query).
+constexpr int gemv_smem_cap(int64_t smem_optin) {
+  const int64_t most = gemv_smem(kGemvMaxM, kGemvXMaxBytes / (kGemvMaxM * 128));
+  return static_cast<int>(most < smem_optin ? most : smem_optin);
+}
 constexpr int gemv_ctas_per_sm(int64_t smem) {
-  const int64_t c = kGemvSmPerSm / (smem + 1024);  // 1 KB reserved per CTA
+  const int64_t c = kGemvSmemH100 / (smem + 1024);  // 1 KB reserved per CTA
   return static_cast<int>(c < kGemvMinBlocks ? c : kGemvMinBlocks);
 }
 
@@ -114,12 +130,13 @@ constexpr int64_t gemv_ws_floats(const GemvPlan& p) { return p.row_blocks * p.sp
 constexpr int64_t gemv_ws_bytes(const GemvPlan& p) { return 4 * gemv_ws_floats(p) + 4 * p.row_blocks; }
 
 // The plan of (S, T) = (split, tiles) given the workers W(S); ok = false where x's slice fits no S.
-// ws: S > 1 sums through the workspace (then W(S) is the resident CTAs / S).
-constexpr GemvPlan gemv_plan_for(int64_t m, int64_t n, int64_t k, int s, int t, int64_t workers, bool ws = false) {
+// ws: S > 1 sums through the workspace (then W(S) is the resident CTAs / S). x_max: gemv_x_max of the device.
+constexpr GemvPlan gemv_plan_for(int64_t m, int64_t n, int64_t k, int s, int t, int64_t workers, bool ws = false,
+                                 int64_t x_max = kGemvXMaxBytes) {
   GemvPlan p{};
   const int64_t kc = k / 64, kcs = (kc + s - 1) / s;
   const int mrows = gemv_mrows(m);
-  if (s > kc || (s - 1) * kcs >= kc || mrows * gemv_x_pitch(kcs) > kGemvXMaxBytes || workers < 1) return p;
+  if (s > kc || (s - 1) * kcs >= kc || mrows * gemv_x_pitch(kcs) > x_max || workers < 1) return p;
   p.ok = true;
   p.split = s;
   p.tiles = t;
@@ -148,9 +165,9 @@ constexpr int64_t gemv_plan_cost(const GemvPlan& p) {
 // clusters: the device can launch thread-block clusters (sm_90+).
 // workers[s] (s = 1, 2, 4, 8; may be null): the clusters of s CTAs that run at once.
 // ws_ctas: the CTAs that run at once when S > 1 sums through a workspace; 0: no workspace.
-// Without clusters and workspace, S = 1.
+// Without clusters and workspace, S = 1. x_max: gemv_x_max of the device.
 constexpr GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int sms, bool clusters = true,
-                             const int64_t* workers = nullptr, int64_t ws_ctas = 0) {
+                             const int64_t* workers = nullptr, int64_t ws_ctas = 0, int64_t x_max = kGemvXMaxBytes) {
   GemvPlan best{};
   if (m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1) return best;
   int64_t best_cost = 0;
@@ -164,8 +181,9 @@ constexpr GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int sms, bool clus
   };
   for (int s = 1; s <= kGemvMaxSplit; s *= 2)
     for (int t = 1; t <= 8; t *= 2) {
-      if (s == 1 || clusters) consider(gemv_plan_for(m, n, k, s, t, workers ? workers[s] : gemv_workers_model(sms, s)));
-      if (s > 1 && ws_ctas > 0) consider(gemv_plan_for(m, n, k, s, t, ws_ctas / s, true));
+      if (s == 1 || clusters)
+        consider(gemv_plan_for(m, n, k, s, t, workers ? workers[s] : gemv_workers_model(sms, s), false, x_max));
+      if (s > 1 && ws_ctas > 0) consider(gemv_plan_for(m, n, k, s, t, ws_ctas / s, true, x_max));
     }
   return best;
 }

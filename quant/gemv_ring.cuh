@@ -453,9 +453,10 @@ cudaError_t launch_decode(const GemmParams& p, cudaStream_t stream) {
   // a forced plan of the register-load kernel (VSTACK_GEMV_SPLIT / _TILES / _WS) is that kernel's
   const int forced = forced_gemv_ring() >= 0 ? forced_gemv_ring()
                      : forced_gemv_split() > 0 || forced_gemv_tiles() > 0 || forced_gemv_ws() >= 0 ? 0 : -1;
-  const int mode = gemv_ring_mode(p.m, p.n, p.k, F, p.cc >= 90, forced, p.sms, forced_gemv_ring_groups(),
+  const bool has_ring = kernels::has_sm90_features(p.cc) && p.smem_optin >= kRingSmem;
+  const int mode = gemv_ring_mode(p.m, p.n, p.k, F, has_ring, forced, p.sms, forced_gemv_ring_groups(),
                                   forced_gemv_ring_resident());
-  if (mode == kRingNone) return forced == 1 && p.cc < 90 ? cudaErrorNotSupported : launch_gemv<F, T>(p, stream);
+  if (mode == kRingNone) return forced == 1 && !has_ring ? cudaErrorNotSupported : launch_gemv<F, T>(p, stream);
   constexpr int SB = chunk_scale_bytes(F);
   const RingLayout l = mode == kRingResident ? ring_layout(p.m, p.k, SB) : ring_layout_xs(p.m, SB, mode);
   // the instance, picked once: checked, then launched (with 1, an error where this device cannot run it)

@@ -67,9 +67,11 @@ VSTACK_API vstack_status_t vstack_fp4_dequantize(const vstack_fp4_tensor_t* q, v
 VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dtype_t dtype, int64_t m,
                                              const vstack_fp4_tensor_t* w, const void* bias, void* y, void* stream);
 
-/* Which kernel configuration vstack_fp4_matmul uses for m x N x K on a GPU with
- * `sms` multiprocessors (0..4: small16, small32, mid, large, gemv; 5..8 on sm_90a:
- * wg256, wg128, wg128n, wg64n); for tests/benches. */
+/* Which kernel configuration vstack_fp4_matmul uses for m x N x K on a compute
+ * capability 9.0 GPU with `sms` multiprocessors and an sm_90a build (0..4: small16,
+ * small32, mid, large, gemv; 5..8: wg256, wg128, wg128n, wg64n); elsewhere it runs
+ * an mma.sync config instead of 5..8, and of gemv where x's slice does not fit the
+ * device's shared memory. For tests/benches. */
 VSTACK_API int vstack_fp4_matmul_config(int64_t m, int64_t n, int64_t k, int sms);
 
 #ifdef __cplusplus

@@ -307,6 +307,55 @@ TEST_CASE("decode kernel plan", "[quant][heuristics]") {
     }
 }
 
+TEST_CASE("decode kernel plan on parts with less shared memory than an H100", "[quant][heuristics]") {
+  // cudaDevAttrMaxSharedMemoryPerBlockOptin: H100 232448, A100 166912, sm_86 / sm_89 101376
+  constexpr int64_t h100_smem = 232448, a100_smem = 166912, sm86_smem = 101376;
+  STATIC_REQUIRE(gemv_x_max(h100_smem) == kGemvXMaxBytes);
+  STATIC_REQUIRE(gemv_x_max(a100_smem) == a100_smem - kGemvLutBytes - kGemvRedBytes - 128);
+  STATIC_REQUIRE(gemv_x_max(sm86_smem) == sm86_smem - kGemvLutBytes - kGemvRedBytes - 128);
+  STATIC_REQUIRE(gemv_x_max(64 * 1024) == 0);
+  STATIC_REQUIRE(gemv_smem_cap(h100_smem) == gemv_smem(kGemvMaxM, kGemvXMaxBytes / (kGemvMaxM * 128)));
+  STATIC_REQUIRE(gemv_smem_cap(a100_smem) == a100_smem);
+  // A100 (108 SMs, no clusters): M = 1 at K = 8192 fits (16 KB of x), M = 16 only through the
+  // workspace, and where nothing fits the mma.sync configs take the decode regime
+  constexpr int a100 = 108;
+  constexpr int64_t ax = gemv_x_max(a100_smem);
+  STATIC_REQUIRE(plan_gemv(1, 8192, 8192, a100, false, nullptr, 0, ax).ok);
+  STATIC_REQUIRE(!plan_gemv(16, 8192, 8192, a100, false, nullptr, 0, ax).ok);
+  STATIC_REQUIRE(plan_gemv(16, 8192, 8192, a100, false, nullptr, a100, ax).ws);
+  STATIC_REQUIRE(mma_sync_config(1, 8192, 8192, a100, ax, false) == GemmConfigId::gemv);
+  STATIC_REQUIRE(mma_sync_config(16, 8192, 8192, a100, ax, false) == GemmConfigId::small32);  // N / 32 >= 2 x SMs
+  STATIC_REQUIRE(mma_sync_config(16, 4096, 8192, a100, ax, false) == GemmConfigId::small16);
+  STATIC_REQUIRE(mma_sync_config(8, 14336, 4096, a100, ax, false) == GemmConfigId::gemv);  // 64 KB of x
+  STATIC_REQUIRE(mma_sync_config(9, 14336, 4096, a100, ax, false) == GemmConfigId::small32);  // 16 rows: 128 KB
+  // sm_86: x has 3 KB, so M = 1 up to K = 1536, nothing beyond
+  constexpr int64_t sx = gemv_x_max(sm86_smem);
+  STATIC_REQUIRE(mma_sync_config(1, 4096, 1024, 84, sx, false) == GemmConfigId::gemv);
+  STATIC_REQUIRE(mma_sync_config(1, 4096, 4096, 84, sx, false) == GemmConfigId::small16);
+  STATIC_REQUIRE(mma_sync_config(1, 14336, 4096, 84, sx, false) == GemmConfigId::small32);
+  for (const int64_t optin : {h100_smem, a100_smem, sm86_smem, int64_t{120 * 1024}})
+    for (int64_t m = 1; m <= 16; ++m)
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {4096, 4096}, {14336, 4096}, {4096, 14336},
+                          {64, 64}, {333, 1088}, {129, 320}, {100000, 64 * 300}, {256, 16384}, {512, 64 * 520}})
+        for (const bool clusters : {false, true})
+          for (const int64_t ws : {int64_t{0}, int64_t{108}}) {
+            INFO("smem " << optin << " m " << m << " n " << n << " k " << k << " clusters " << clusters << " ws " << ws);
+            const int64_t xm = gemv_x_max(optin);
+            const GemvPlan p = plan_gemv(m, n, k, 108, clusters, nullptr, ws, xm);
+            // what the launcher asks for fits the device, and its opt-in covers every plan
+            if (p.ok) {
+              CHECK(p.mrows * gemv_x_pitch(p.kc_per_cta) <= xm);
+              CHECK(p.smem + 128 <= optin);
+              CHECK(p.smem <= gemv_smem_cap(optin));
+              CHECK((p.split == 1 || clusters || p.ws));
+            }
+            // the decode regime's config is the decode kernel exactly where it has an S = 1 / cluster plan
+            const GemmConfigId c = mma_sync_config(m, n, k, 108, xm, clusters);
+            CHECK((c == GemmConfigId::gemv) == plan_gemv(m, n, k, 108, clusters, nullptr, 0, xm).ok);
+            CHECK(!is_wgmma_config(c));
+          }
+}
+
 // Note [Ring kernel]: the buffers fit where the layout says ok, whatever the start of dynamic shared
 // memory in [0, kRingBaseMax], and nothing overlaps; the choice follows the fit and the forcing.
 TEST_CASE("decode ring kernel layout", "[quant][heuristics]") {
