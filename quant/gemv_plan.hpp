@@ -188,43 +188,37 @@ constexpr GemvPlan plan_gemv(int64_t m, int64_t n, int64_t k, int sms, bool clus
   return best;
 }
 
-// Note [Ring kernel] (quant/gemv_ring.cuh). On sm_90 a producer warp streams each 16-row tile's
-// chunks by 1-D bulk copies into a ring of shared-memory slots (a slot = one stage: 16 consecutive
-// chunks of one tile, their codes and scales), and 16 consumer warps each take one chunk of every
-// stage. S = 1. The first version held x's whole K in shared memory beside the ring (M <= 4 at K =
-// 8192), one tile per row block; x's slices now travel in the stages (Note [Streamed x]), a stage
-// covering G tiles, and x resident is kept for comparison (M = 1, VSTACK_GEMV_RING_RESIDENT). The
-// code-pair table sits at shared address 0x10000 so that
-// a lookup's address is one PRMT (no base add): the ring and x live below it (region A) and above it
-// (region B), neither straddling it.
+// Note [Ring kernel] (quant/gemv_ring.cuh). On sm_90 a producer warp streams the weight's chunks into
+// a ring of shared-memory slots and 16 consumer warps each take one chunk of every stage. S = 1. The
+// first version (session 11) held x's whole K in shared memory beside the ring (M <= 4 at K = 8192), one
+// tile per row block, a stage being 16 chunks of one tile copied by two 1-D bulk copies; since session
+// 12 x's slices travel in the stages (Note [Streamed x]), a stage covering G tiles, and session 13
+// removed x resident (as fast or slower everywhere: Note [Streamed x]). The code-pair table sits at
+// shared address 0x10000 so that a lookup's address is one PRMT (no base add): the sums and the
+// barriers live below it (region A), the slots above it (region B).
 inline constexpr int kRingWarps = 16;                     // consumer warps; one producer warp besides
 inline constexpr int kRingThreads = 32 * (kRingWarps + 1);
 inline constexpr int kRingChunks = 16;                    // chunks per stage: one per consumer warp
 inline constexpr int kRingMaxSlots = 8;                   // slots at most (also the barriers' room)
-inline constexpr int kRingMinSlots = 4;                   // fewer: the register-load kernel
 inline constexpr int kRingSlots = 6;                      // slots used where they fit
-inline constexpr int kRingPrefetchStages = 2;             // of the first tile, L2-prefetched before the PDL wait
+inline constexpr int kRingPrefetchStages = 2;             // of the first row block, L2-prefetched before the PDL wait
 inline constexpr int64_t kRingLutAddr = 0x10000;          // shared address of the table
 inline constexpr int64_t kRingBaseMax = 4096;             // dynamic shared memory starts at most here
 inline constexpr int64_t kRingSmem = 227 * 1024;          // dynamic shared memory of a CTA (H100: all)
 
-// Offsets of the ring kernel's buffers in bytes, from the start of dynamic shared memory (region A)
-// or from the table's end (region B), valid wherever dynamic shared memory starts in
-// [0, kRingBaseMax]: A is [0, 0x10000 - kRingBaseMax), B [table end, + kRingSmem - 0x20000).
+// The ring kernel's buffers, valid wherever dynamic shared memory starts in [0, kRingBaseMax]: region
+// A, [0, 0x10000 - kRingBaseMax) from the start of dynamic shared memory, holds the consumer warps'
+// sums (two buffers of [16 warps][16 rows][8 MT columns] fp32) and then the barriers (full[kRingMaxSlots],
+// empty[kRingMaxSlots]); region B, kRingSmem - 0x20000 bytes from the table's end (shared address
+// 0x20000), the slots.
 struct RingLayout {
   bool ok = false;
-  int64_t red = 0;        // A: the consumer warps' sums, two buffers of [16 warps][16 rows][8 MT columns] fp32
-  int64_t bars = 0;       // A: full[kRingMaxSlots], empty[kRingMaxSlots]
-  int64_t x = 0;          // resident x (groups = 0): its rows, from the start of A, or of B where x_in_b;
-                          // streamed x (groups > 0): the stage's x rows, from the start of each slot
-  bool x_in_b = false;
-  int64_t x_pitch = 0;    // bytes per x row: K / 64 * 128 (resident); per chunk of x in a slot (streamed)
-  int groups = 0;         // streamed x: G tiles per row block (Note [Streamed x]); 0: x resident
-  int64_t slot_bytes = 0;  // codes of 16 chunks, then their scales (then, streamed, x's chunks)
-  int64_t a0 = 0;          // first slot in A
-  int n_a = 0;             // slots in A; slots n_a.. in B from b0
-  int64_t b0 = 0;          // first slot in B, from the table's end
-  int slots = 0;           // in all, at most kRingMaxSlots
+  int64_t bars = 0;        // A: the barriers, after the sums
+  int64_t x = 0;           // a slot's x chunks, from its start (after the codes and scales)
+  int64_t x_pitch = 0;     // bytes per chunk of x in a slot: its M rows of 64 values
+  int groups = 0;          // G tiles per row block (Note [Streamed x])
+  int64_t slot_bytes = 0;  // codes of 16 chunks, then their scales, then x's chunks
+  int slots = 0;           // in B from its start, at most kRingMaxSlots
 };
 
 constexpr int64_t ring_slot_bytes(int scale_bytes) { return kRingChunks * (512 + 16 * scale_bytes); }
@@ -232,37 +226,8 @@ inline constexpr int64_t kRingABytes = kRingLutAddr - kRingBaseMax;             
 inline constexpr int64_t kRingBBytes = kRingSmem - kRingLutAddr - kGemvLutBytes;      // B, above it, any base
 constexpr int64_t ring_red_bytes(int64_t m) { return 2 * kRingWarps * kGemvRows * 8 * (m > 8 ? 2 : 1) * 4; }
 
-// x resident: m x K activations, scale_bytes per row and chunk; ok = false where fewer than
-// kRingMinSlots fit.
-constexpr RingLayout ring_layout(int64_t m, int64_t k, int scale_bytes) {
-  RingLayout l{};
-  if (m < 1 || m > kGemvMaxM || k < 64 || k % 64 != 0) return l;
-  l.x_pitch = gemv_x_pitch(k / 64);
-  const int64_t x_bytes = gemv_mrows(m) * l.x_pitch;
-  l.bars = ring_red_bytes(m);
-  int64_t a_used = l.bars + 2 * kRingMaxSlots * 8, b_used = 0;
-  if (round_up(a_used, 128) + x_bytes <= kRingABytes) {
-    l.x = round_up(a_used, 128);
-    a_used = l.x + x_bytes;
-  } else if (x_bytes <= kRingBBytes) {
-    l.x_in_b = true;
-    b_used = x_bytes;
-  } else {
-    return l;
-  }
-  l.slot_bytes = ring_slot_bytes(scale_bytes);
-  l.a0 = round_up(a_used, 128);
-  l.n_a = kRingABytes >= l.a0 ? static_cast<int>((kRingABytes - l.a0) / l.slot_bytes) : 0;
-  l.b0 = round_up(b_used, 128);
-  const int n_b = kRingBBytes >= l.b0 ? static_cast<int>((kRingBBytes - l.b0) / l.slot_bytes) : 0;
-  l.n_a = l.n_a < kRingMaxSlots ? l.n_a : kRingMaxSlots;
-  l.slots = l.n_a + n_b < kRingMaxSlots ? l.n_a + n_b : kRingMaxSlots;
-  l.ok = l.slots >= kRingMinSlots;
-  return l;
-}
-
-// Note [Streamed x]. Where x's whole K does not fit beside the ring (M >= 8 at K = 8192), each slot
-// carries x's slice of the stage too, and a stage covers G tiles (a row block) x 16 / G chunks:
+// Note [Streamed x]. Each slot carries x's slice of the stage beside the weight's chunks, and a stage
+// covers G tiles (a row block) x 16 / G chunks (so x need not fit beside the ring: M >= 8 at K = 8192):
 // consumer warp w takes tile w / (16 / G), chunk w % (16 / G) of every stage, so a slice of x serves
 // G tiles. The producer loads a stage with three TMA box copies (codes, scales: boxes of G tiles x
 // 16 / G chunks of the tile layout; x: 16 / G chunks x M rows, 128-byte swizzled; chunks >= K / 64
@@ -272,23 +237,25 @@ constexpr RingLayout ring_layout(int64_t m, int64_t k, int scale_bytes) {
 // was slower the fewer rows were real (28672x8192, G = 1: M = 1 69.6 us, M = 8 55.5). The mma
 // columns past M read whatever lies after the chunk's rows (never stored). The slots sit in region
 // B only, 1024-byte aligned (the swizzle follows the shared address bits; B starts at 0x20000).
-inline constexpr int64_t kRingXsAlign = 1024;
-inline constexpr int kRingXsMinSlots = 3;  // 75 KB in flight where the slots are 25 KB (M <= 8 at G = 1, M = 16 at G = 2)
-constexpr int64_t ring_xs_rows(int64_t m) { return m > 8 ? 16 : 8; }  // x rows per chunk in a slot
-constexpr RingLayout ring_layout_xs(int64_t m, int scale_bytes, int g) {
+// Against x resident (session 12, H100, final kernels, two alternations): at M = 1 as fast or up to 7 %
+// faster in 16 of the 18 NVFP4 / MXFP4 / NF4 cells of six shapes (mxfp4 14336x4096 14.6-14.9 -> 13.7-13.8
+// us, nvfp4 4096x14336 14.6 -> 14.1), the other two +0.6 and +0.8 % (28672x8192, within the spread),
+// NF4_DQ 9-25 % faster; at M = 2..8 as fast or up to 10 % faster (4096x14336 nvfp4 M = 2 16.0 -> 14.3).
+inline constexpr int64_t kRingSlotAlign = 1024;
+inline constexpr int kRingMinSlots = 3;  // 75 KB in flight where the slots are 25 KB (M <= 8 at G = 1, M = 16 at G = 2)
+constexpr int64_t ring_x_rows(int64_t m) { return m > 8 ? 16 : 8; }  // x rows per chunk in a slot
+constexpr RingLayout ring_layout(int64_t m, int scale_bytes, int g) {
   RingLayout l{};
   if (m < 1 || m > kGemvMaxM || (g != 1 && g != 2 && g != 4 && g != 8)) return l;
   l.groups = g;
   l.x_pitch = m * 128;  // bytes per chunk of x: its M rows of 64 k values
-  l.x = round_up(ring_slot_bytes(scale_bytes), kRingXsAlign);
+  l.x = round_up(ring_slot_bytes(scale_bytes), kRingSlotAlign);
   // room for the last chunk's ldmatrix rows past M (8 or 16 rows from its first)
-  l.slot_bytes = round_up(l.x + kRingChunks / g * ring_xs_rows(m) * 128, kRingXsAlign);
+  l.slot_bytes = round_up(l.x + kRingChunks / g * ring_x_rows(m) * 128, kRingSlotAlign);
   l.bars = ring_red_bytes(m);
-  l.a0 = round_up(l.bars + 2 * kRingMaxSlots * 8, 128);
-  l.n_a = 0;
   const int64_t n_b = kRingBBytes / l.slot_bytes;
   l.slots = static_cast<int>(n_b < kRingMaxSlots ? n_b : kRingMaxSlots);
-  l.ok = l.slots >= kRingXsMinSlots;
+  l.ok = l.slots >= kRingMinSlots;
   return l;
 }
 
@@ -304,7 +271,7 @@ constexpr int ring_groups(int64_t m, int64_t n, int64_t k, int scale_bytes, int 
   int best = 0;
   int64_t best_cost = 0;
   for (int g = 1; g <= 8; g *= 2) {
-    if (!ring_layout_xs(m, scale_bytes, g).ok) continue;
+    if (!ring_layout(m, scale_bytes, g).ok) continue;
     const int64_t blocks = (tiles + g - 1) / g;
     const int64_t cost = (blocks + sms - 1) / sms * (g * (k / 64) + kRingRowBlockCost);
     if (best == 0 || cost <= best_cost) {
@@ -317,24 +284,17 @@ constexpr int ring_groups(int64_t m, int64_t n, int64_t k, int scale_bytes, int 
 
 // The decode launcher's choice (forced: -1 unset, 0 off, 1 on wherever it fits): kRingNone (the
 // register-load kernel), or the G > 0 of the streamed-x ring (Note [Streamed x]); forced_g > 0 forces
-// that G wherever its layout fits. resident: x's whole K in shared memory instead (kRingResident) at
-// M = 1 where it fits, for comparison only. Measured (H100, session 12, final kernels, two alternations):
-// at M = 1 streamed x is as fast as x resident or up to 7 % faster in 16 of the 18 NVFP4 / MXFP4 / NF4
-// cells of six shapes (mxfp4 14336x4096 14.6-14.9 -> 13.7-13.8 us, nvfp4 4096x14336 14.6 -> 14.1), the
-// other two +0.6 and +0.8 % (28672x8192, within the spread); NF4_DQ was streamed already (its resident
-// kernel 9-25 % slower); at M = 2..8 as fast or up to 10 % faster (4096x14336 nvfp4 M = 2 16.0 -> 14.3). The
-// ring where the device has it (has_ring: sm_90 builds, cc >= 90); NF4_DQ only where a row spans at
-// most two scale2 groups (K <= 64 kDqGroup; quant/gemv_ring.cuh).
+// that G wherever its layout fits. The ring where the device has it (has_ring: sm_90 builds, cc >= 90,
+// its shared memory); NF4_DQ only where a row spans at most two scale2 groups (K <= 64 kDqGroup;
+// quant/gemv_ring.cuh).
 inline constexpr int kRingNone = -1;
-inline constexpr int kRingResident = 0;
 constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has_ring, int forced, int sms,
-                             int forced_g = 0, bool resident = false) {
+                             int forced_g = 0) {
   if (!has_ring || forced == 0 || m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1)
     return kRingNone;
   if (f == Format::nf4_dq && k > 64 * kDqGroup) return kRingNone;
   const int sb = chunk_scale_bytes(f);
-  if (forced_g > 0 && ring_layout_xs(m, sb, forced_g).ok) return forced_g;
-  if (resident && m == 1 && ring_layout(m, k, sb).ok) return kRingResident;
+  if (forced_g > 0 && ring_layout(m, sb, forced_g).ok) return forced_g;
   const int g = ring_groups(m, n, k, sb, sms);
   return g > 0 ? g : kRingNone;
 }

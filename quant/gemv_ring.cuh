@@ -24,13 +24,13 @@
 // ptxas recomputed the lanes' slot, scale and x offsets from %tid in every trip (~20 instructions per
 // chunk, 10 % of the time): gemv::pin keeps them in registers.
 //
-// Since session 12 the launcher streams x's slices in the stages instead, a stage covering G tiles,
-// loaded by TMA box copies (Note [Streamed x] in quant/gemv_plan.hpp): as fast or faster at every M.
-// The resident-x kernel above (M = 1) runs only where VSTACK_GEMV_RING_RESIDENT asks for it.
+// Since session 12 the stages carry x's slices too, a stage covering G tiles, loaded by three TMA box
+// copies (Note [Streamed x] in quant/gemv_plan.hpp): as fast or faster at every M than x resident,
+// which session 13 removed; the measurements above are of that first kernel.
 //
-// Sums: warp w accumulates chunks w, w + 16, ... of a tile (streamed x: chunks w % C, w % C + C, ...
-// of tile w / C) in fp32 and each tile's warps' sums are added in warp order (deterministic; not the
-// register-load kernel's order, whose warps own runs of consecutive chunks).
+// Sums: warp w accumulates chunks w % C, w % C + C, ... of tile w / C in fp32 and each tile's warps'
+// sums are added in warp order (deterministic; not the register-load kernel's order, whose warps own
+// runs of consecutive chunks).
 #pragma once
 
 #include "kernels/hopper.cuh"
@@ -41,22 +41,6 @@ namespace vstack::quant {
 
 namespace gemv {
 
-// 1-D bulk copy global -> shared of `bytes` (a multiple of 16, both addresses 16-byte aligned),
-// completing its bytes on `bar`.
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   hopper::smem_addr(dst)),
-               "l"(src), "r"(bytes), "r"(hopper::smem_addr(bar))
-               : "memory");
-#else
-  (void)dst;
-  (void)src;
-  (void)bytes;
-  (void)bar;
-#endif
-}
-
 // An opaque use of v: ptxas must keep it in a register across the point, not recompute it there.
 template <typename V>
 __device__ __forceinline__ void pin(V& v) {
@@ -66,20 +50,16 @@ __device__ __forceinline__ void pin(V& v) {
 }  // namespace gemv
 
 struct RingArgs {
-  CUtensorMap mw, ms, mx;  // streamed x: the codes', the scales' and x's box copies (Note [Streamed x])
-  RingLayout l;   // ring_layout (x resident) or ring_layout_xs (streamed) of this launch
+  CUtensorMap mw, ms, mx;  // the codes', the scales' and x's box copies (Note [Streamed x])
+  RingLayout l;   // ring_layout of this launch
   int slots;      // ring slots used (<= the layout's)
   int pf_stages;  // stages of the first row block prefetched to L2 before the dependency wait
 };
 
-// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). XF: x in fragment order (M <= 2). M1: M = 1, whose
-// odd mma columns are never stored, so their FFMAs are left out (8 of ~100 instructions per chunk).
-// XS: x streamed in the stages, G = a.l.groups tiles per row block (Note [Streamed x]); else x's
-// whole K resident and one tile per row block.
-template <Format F, typename T, int MT, bool XF, bool M1 = false, bool XS = false>
+// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). G = a.l.groups tiles per row block (Note [Streamed x]).
+template <Format F, typename T, int MT>
 __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  static_assert(!XS || (!XF && !M1), "streamed x is read by ldmatrix, every column kept");
   using D = dev::Dt<T>;
   namespace hp = hopper;
   constexpr int SB = chunk_scale_bytes(F);
@@ -91,23 +71,19 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
   const uint32_t base = hp::smem_addr(smem);
   if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
   const int64_t lut_off = kRingLutAddr - base;
-  uint8_t* const region_b = smem + lut_off + kGemvLutBytes;
+  uint8_t* const region_b = smem + lut_off + kGemvLutBytes;  // the slots, from its start
   float* const red = reinterpret_cast<float*>(smem);  // [2][16 warps][16 rows][8 MT]
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kRed);
   uint64_t* const empty = full + kRingMaxSlots;
-  uint8_t* const xs = (L.x_in_b ? region_b : smem) + L.x;  // resident x
-  auto slot_ptr = [&](int i) { return i < L.n_a ? smem + L.a0 + i * L.slot_bytes : region_b + L.b0 + (i - L.n_a) * L.slot_bytes; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int g = lane >> 2, r = lane & 3;
   const int kc_total = p.k / 64;
   const int tiles = (p.n + kGemvRows - 1) / kGemvRows;
   // a row block: G tiles; a stage: C chunks of each (G C = 16); warp w: tile w / C, chunk w % C
-  const int G = XS ? L.groups : 1, C = XS ? kRingChunks / G : kRingChunks;
+  const int G = L.groups, C = kRingChunks / G;
   const int blocks = (tiles + G - 1) / G;
   const int stages = (kc_total + C - 1) / C;  // per row block
-  const int pitch = static_cast<int>(L.x_pitch);
-  const int mrows = gemv_mrows(p.m);
 
   gemv::pdl_launch_dependents();
   if (warp < kRingWarps) {
@@ -135,33 +111,22 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
   if (warp == kRingWarps) {  // the producer: one lane streams the CTA's row blocks, stage by stage
     if (lane == 0) {
       int slot = 0, phase = 0;
-      // streamed x: three box copies a stage; the weights are read once (evict first), x by every CTA
-      [[maybe_unused]] uint64_t pol_w = 0, pol_x = 0;
-      if constexpr (XS) {
-        hp::prefetch_tensor_map(&a.mw);
-        hp::prefetch_tensor_map(&a.ms);
-        hp::prefetch_tensor_map(&a.mx);
-        pol_w = hp::l2_policy(false);
-        pol_x = hp::l2_policy(true);
-      }
-      const uint32_t xs_bytes = static_cast<uint32_t>(kRingChunks * (512 + 16 * SB) + C * L.x_pitch);
+      // three box copies a stage; the weights are read once (evict first), x by every CTA
+      hp::prefetch_tensor_map(&a.mw);
+      hp::prefetch_tensor_map(&a.ms);
+      hp::prefetch_tensor_map(&a.mx);
+      const uint64_t pol_w = hp::l2_policy(false), pol_x = hp::l2_policy(true);
+      const uint32_t stage_bytes = static_cast<uint32_t>(kRingChunks * (512 + 16 * SB) + C * L.x_pitch);
       for (int rb = blockIdx.x; rb < blocks; rb += gridDim.x)
         for (int q = 0; q < stages; ++q) {
-          const int c0 = q * C, nc = min(C, kc_total - c0);
+          const int c0 = q * C;
           hp::mbar_wait(&empty[slot], phase ^ 1);
-          uint8_t* dst = slot_ptr(slot);
-          if constexpr (XS) {  // whole boxes: tiles past N and chunks past K are zero-filled, and counted
-            hp::mbar_arrive_expect_tx(&full[slot], xs_bytes);
-            hp::tma_load_3d(dst, &a.mw, &full[slot], 0, c0, rb * G, pol_w);
-            hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, c0, rb * G, pol_w);
-            hp::tma_load_3d(dst + L.x, &a.mx, &full[slot], 0, 0, c0, pol_x);
-          } else {
-            const int t = rb;
-            hp::mbar_arrive_expect_tx(&full[slot], nc * (512 + 16 * SB));
-            gemv::bulk_load(dst, p.codes + gemm_chunk(kGemvRows * t, c0, p.k), nc * 512, &full[slot]);
-            gemv::bulk_load(dst + kCodes, p.scales + gemm_scale_chunk(kGemvRows * t, c0, p.k, SB), nc * 16 * SB,
-                            &full[slot]);
-          }
+          uint8_t* dst = region_b + slot * L.slot_bytes;
+          // whole boxes: tiles past N and chunks past K are zero-filled, and counted
+          hp::mbar_arrive_expect_tx(&full[slot], stage_bytes);
+          hp::tma_load_3d(dst, &a.mw, &full[slot], 0, c0, rb * G, pol_w);
+          hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, c0, rb * G, pol_w);
+          hp::tma_load_3d(dst + L.x, &a.mx, &full[slot], 0, 0, c0, pol_x);
           if (++slot == slots) {
             slot = 0;
             phase ^= 1;
@@ -171,25 +136,19 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
     return;  // the consumers synchronise by named barrier 1 only
   }
 
-  int xoff[MT][2];
-  if constexpr (XS) {
-    // from the slot: ldmatrix of x row (lane & 7) + 8 mt (past M: the next chunk's rows, or stale
-    // bytes; those columns are never stored), matrix mi = lane / 8 = step 2h + mi / 2, k half mi % 2,
-    // of chunk w % C of the stage: 128-byte lines, chunk-major, their 16-byte pieces XOR-swizzled by
-    // the line (the TMA's 128-byte swizzle: the slot is 1024-byte aligned); 8 consecutive lines per
-    // ldmatrix, so no bank conflict
+  // x's fragments from the slot: ldmatrix of x row (lane & 7) + 8 mt (past M: the next chunk's rows,
+  // or stale bytes; those columns are never stored), matrix mi = lane / 8 = step 2h + mi / 2, k half
+  // mi % 2, of chunk w % C of the stage: 128-byte lines, chunk-major, their 16-byte pieces XOR-swizzled
+  // by the line (the TMA's 128-byte swizzle: the slot is 1024-byte aligned); 8 consecutive lines per
+  // ldmatrix, so no bank conflict. mt = 1's rows are 1024 bytes on: an immediate offset.
+  int xoff[2];
+  {
     const int mi = lane >> 3;
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int line = (warp % C) * p.m + (lane & 7) + 8 * mt, piece = (2 * h + (mi >> 1)) * 2 + (mi & 1);
-        xoff[mt][h] = static_cast<int>(L.x) + line * 128 + ((piece ^ (line & 7)) * 16);
-      }
-  } else {
-    gemv::load_x<XF>(xs, p, pitch, mrows, kc_total, 0, tid, kRingWarps * 32);
-    if constexpr (!XF) dev::cp_async_wait<0>();
-    gemv::x_offsets<MT, XF>(xoff, lane, mrows, pitch);
+    for (int h = 0; h < 2; ++h) {
+      const int line = (warp % C) * p.m + (lane & 7), piece = (2 * h + (mi >> 1)) * 2 + (mi & 1);
+      xoff[h] = static_cast<int>(L.x) + line * 128 + ((piece ^ (line & 7)) * 16);
+    }
   }
   hp::named_barrier_sync(1, kRingWarps * 32);
 
@@ -208,14 +167,11 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
   // This lane's bytes in a slot: the codes of rows g, g + 8 of chunk `warp` (FORMAT.md), their scales
   // (tile-major: tile w / C's C chunks, then the next tile's).
   int code_off = warp * 512 + g * 32 + r * 8, scale_off = static_cast<int>(kCodes) + warp * 16 * SB + g * 2 * SB;
-  const uint8_t* const slot0 = smem + L.a0;  // slots 0 .. n_a - 1 below the table, the rest above it
-  const uint8_t* const slot_b = region_b + L.b0;
   const int ti = warp / C, cw = warp % C;
   int slot = 0, phase = 0, par = 0;
-  const uint8_t* sp = L.n_a > 0 ? slot0 : slot_b;
+  const uint8_t* sp = region_b;
   for (int rb = blockIdx.x; rb < blocks; rb += gridDim.x, par ^= 1) {
     const int n0 = kGemvRows * (rb * G + ti);
-    const bool tv = n0 < p.n;  // this warp's tile exists
     float acc[MT][4];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
@@ -246,20 +202,15 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
       gemv::pin(code_off);
       gemv::pin(scale_off);
       gemv::pin(lane4);
-#pragma unroll
-      for (int mt = 0; mt < (XS ? 1 : MT); ++mt) {  // streamed: mt = 1's rows are 1024 bytes on
-        gemv::pin(xoff[mt][0]);
-        gemv::pin(xoff[mt][1]);
-      }
+      gemv::pin(xoff[0]);
+      gemv::pin(xoff[1]);
+      // Every chunk is computed, whole boxes: the box copies zero-fill the chunks past K and tiles past
+      // N, whose codes decode to finite values (NF4 code 0: -1) and whose scales to 0 (scale2 0 past
+      // N), so they add exactly 0 to the kept sums (the rows past N are never stored).
       const int kc = q * C + cw;
-      // Resident x: else (a ragged last stage) the slot's bytes here are stale. Streamed x: every
-      // chunk, whole boxes: the box copies zero-fill the chunks past K and tiles past N, whose
-      // codes decode to finite values (NF4 code 0: -1) and whose scales to 0 (scale2 0 past N), so
-      // they add exactly 0 to the kept sums (the rows past N are never stored).
-      const bool v = XS || (tv && kc < kc_total);
       hp::mbar_wait(&full[slot], phase);
       // Everything this chunk needs from shared memory, before the slot is released: codes, scales,
-      // x's fragments (where !v: of the last chunk; read, not used).
+      // x's fragments.
       const uint2 lo = *reinterpret_cast<const uint2*>(sp + code_off);
       const uint2 hi = *reinterpret_cast<const uint2*>(sp + code_off + 256);
       const uint8_t* ss = sp + scale_off;
@@ -278,41 +229,27 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
         s_b = w >> 8;
       }
       uint32_t bx[MT][4][2];
-      if constexpr (XS) {
-        int xo[MT][2];  // an immediate offset for mt = 1
+      int xo[MT][2];  // an immediate offset for mt = 1
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[0][h] + mt * 8 * 128;
-        gemv::x_fragments<MT, false>(bx, sp, xo, 0);
-      } else {
-        gemv::x_fragments<MT, XF>(bx, xs, xoff, v ? kc : kc_total - 1);
-      }
+        for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128;
+      gemv::x_fragments<MT, false>(bx, sp, xo, 0);
       __syncwarp();
       if (lane == 0) hp::mbar_arrive(&empty[slot]);
       sp += L.slot_bytes;
-      if constexpr (XS) {  // every slot in B
-        if (++slot == slots) {
-          slot = 0;
-          phase ^= 1;
-          sp = slot_b;
-        }
-      } else {
-        if (++slot == L.n_a) sp = slot_b;
-        if (slot == slots) {
-          slot = 0;
-          phase ^= 1;
-          sp = L.n_a > 0 ? slot0 : slot_b;
-        }
+      if (++slot == slots) {
+        slot = 0;
+        phase ^= 1;
+        sp = region_b;
       }
-      if (v) {
-        if constexpr (F == Format::nf4_dq) {
-          auto g2 = [&](int h) { return kc < g2k[h] ? g2a[h] : g2b[h]; };
-          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), M1, decltype(g2)>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a,
-                                                                          s_b, n0, lookup, g2);
-        } else {
-          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), M1>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0, lookup);
-        }
+      if constexpr (F == Format::nf4_dq) {
+        auto g2 = [&](int h) { return kc < g2k[h] ? g2a[h] : g2b[h]; };
+        gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(acc, p, bx, g, kc_total, 0, kc, lo, hi,
+                                                                           s_a, s_b, n0, lookup, g2);
+      } else {
+        gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0,
+                                                              lookup);
       }
     }
     // The row block's sums, each tile's C warps in warp order. Two buffers: the barrier of row block
@@ -331,12 +268,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
       if (n >= p.n) continue;
       const float* src = rb_sums + (tt * C * kGemvRows + row) * MC + m;
       float v = 0.0f;
-      if constexpr (XS) {
-        for (int w = 0; w < C; ++w) v += src[w * kGemvRows * MC];
-      } else {
-#pragma unroll
-        for (int w = 0; w < kRingChunks; ++w) v += src[w * kGemvRows * MC];
-      }
+      for (int w = 0; w < C; ++w) v += src[w * kGemvRows * MC];
       v *= gs;
       if (bias) v += D::to_f(bias[n]);
       y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
@@ -374,21 +306,13 @@ inline int forced_gemv_ring_groups() {
   return v;
 }
 
-// VSTACK_GEMV_RING_RESIDENT=1: at M = 1, the ring with x's whole K resident where it fits instead of
-// streamed x (the launcher's choice until session 12; kept to compare and test the two), unless a G is
-// forced too.
-inline bool forced_gemv_ring_resident() {
-  static const bool v = env_flag("VSTACK_GEMV_RING_RESIDENT") == 1;
-  return v;
-}
-
 // Whether a CTA of the instance fits an SM of this device with kRingSmem of dynamic shared memory
 // (with whatever static and reserved shared memory it has; the layout assumes no static). Asked once,
 // single device assumed.
-template <Format F, typename T, int MT, bool XF, bool M1, bool XS>
+template <Format F, typename T, int MT>
 bool ring_usable() {
   static const bool ok = [] {
-    const auto kernel = fp4_gemv_ring_kernel<F, T, MT, XF, M1, XS>;
+    const auto kernel = fp4_gemv_ring_kernel<F, T, MT>;
     int n = 0;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kRingSmem)) !=
             cudaSuccess ||
@@ -402,7 +326,7 @@ bool ring_usable() {
   return ok;
 }
 
-// The streamed-x ring's box copies (Note [Streamed x]): codes and scales as [tiles][K / 64 chunks]
+// The ring's box copies (Note [Streamed x]): codes and scales as [tiles][K / 64 chunks]
 // [bytes of a chunk], boxes of G tiles x C chunks; x as [K / 64 chunks][M rows][64 values] (x's own
 // row-major strides taken in that order), boxes of C chunks x M rows, 128-byte swizzled.
 template <Format F>
@@ -422,10 +346,10 @@ bool encode_ring_maps(RingArgs& a, const GemmParams& p) {
 
 // The ring kernel's launch with layout l (its shared-memory attribute set by ring_usable, which the
 // caller asked).
-template <Format F, typename T, int MT, bool XF, bool M1, bool XS>
+template <Format F, typename T, int MT>
 cudaError_t launch_gemv_ring(const GemmParams& p, const RingLayout& l, cudaStream_t stream) {
   const int64_t tiles = (p.n + kGemvRows - 1) / kGemvRows;
-  const int64_t blocks = XS ? (tiles + l.groups - 1) / l.groups : tiles;
+  const int64_t blocks = (tiles + l.groups - 1) / l.groups;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(blocks < p.sms ? blocks : p.sms));
   cfg.blockDim = dim3(kRingThreads);
@@ -441,8 +365,8 @@ cudaError_t launch_gemv_ring(const GemmParams& p, const RingLayout& l, cudaStrea
   a.l = l;
   a.slots = std::min(l.slots, fs > 0 ? fs : kRingSlots);
   a.pf_stages = forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages;
-  if (XS && !encode_ring_maps<F>(a, p)) return cudaErrorInvalidValue;
-  return cudaLaunchKernelEx(&cfg, fp4_gemv_ring_kernel<F, T, MT, XF, M1, XS>, p, a);
+  if (!encode_ring_maps<F>(a, p)) return cudaErrorInvalidValue;
+  return cudaLaunchKernelEx(&cfg, fp4_gemv_ring_kernel<F, T, MT>, p, a);
 }
 
 // The decode regime (M <= 16): the ring kernel where gemv_ring_mode says so, else the register-load
@@ -454,19 +378,16 @@ cudaError_t launch_decode(const GemmParams& p, cudaStream_t stream) {
   const int forced = forced_gemv_ring() >= 0 ? forced_gemv_ring()
                      : forced_gemv_split() > 0 || forced_gemv_tiles() > 0 || forced_gemv_ws() >= 0 ? 0 : -1;
   const bool has_ring = kernels::has_sm90_features(p.cc) && p.smem_optin >= kRingSmem;
-  const int mode = gemv_ring_mode(p.m, p.n, p.k, F, has_ring, forced, p.sms, forced_gemv_ring_groups(),
-                                  forced_gemv_ring_resident());
-  if (mode == kRingNone) return forced == 1 && !has_ring ? cudaErrorNotSupported : launch_gemv<F, T>(p, stream);
-  constexpr int SB = chunk_scale_bytes(F);
-  const RingLayout l = mode == kRingResident ? ring_layout(p.m, p.k, SB) : ring_layout_xs(p.m, SB, mode);
+  const int g = gemv_ring_mode(p.m, p.n, p.k, F, has_ring, forced, p.sms, forced_gemv_ring_groups());
+  if (g == kRingNone) return forced == 1 && !has_ring ? cudaErrorNotSupported : launch_gemv<F, T>(p, stream);
+  const RingLayout l = ring_layout(p.m, chunk_scale_bytes(F), g);
   // the instance, picked once: checked, then launched (with 1, an error where this device cannot run it)
-  auto run = [&]<int MT, bool XF, bool M1, bool XS>() {
-    if (!ring_usable<F, T, MT, XF, M1, XS>() || (XS && !kernels::tensor_map_encoder()))
+  auto run = [&]<int MT>() {
+    if (!ring_usable<F, T, MT>() || !kernels::tensor_map_encoder())
       return forced == 1 ? cudaErrorNotSupported : launch_gemv<F, T>(p, stream);
-    return launch_gemv_ring<F, T, MT, XF, M1, XS>(p, l, stream);
+    return launch_gemv_ring<F, T, MT>(p, l, stream);
   };
-  if (mode == kRingResident) return run.template operator()<1, true, true, false>();  // M = 1 only
-  return p.m > 8 ? run.template operator()<2, false, false, true>() : run.template operator()<1, false, false, true>();
+  return p.m > 8 ? run.template operator()<2>() : run.template operator()<1>();
 #else
   return launch_gemv<F, T>(p, stream);
 #endif

@@ -356,68 +356,17 @@ TEST_CASE("decode kernel plan on parts with less shared memory than an H100", "[
           }
 }
 
-// Note [Ring kernel]: the buffers fit where the layout says ok, whatever the start of dynamic shared
-// memory in [0, kRingBaseMax], and nothing overlaps; the choice follows the fit and the forcing.
-TEST_CASE("decode ring kernel layout", "[quant][heuristics]") {
-  const int64_t a_end = kRingLutAddr - kRingBaseMax;                 // region A: [0, a_end)
-  const int64_t b_size = kRingSmem - kRingLutAddr - kGemvLutBytes;  // region B: [table end, + b_size)
-  int oks = 0;
-  for (int sb : {1, 2, 4})
-    for (int64_t m = 1; m <= kGemvMaxM; ++m)
-      for (int64_t k = 64; k <= 32768; k += 64) {
-        const RingLayout l = ring_layout(m, k, sb);
-        const int64_t x_bytes = gemv_mrows(m) * gemv_x_pitch(k / 64);
-        const int64_t red_bytes = 2 * kRingWarps * kGemvRows * 8 * (m > 8 ? 2 : 1) * 4;
-        // x fits one region or the other, and no fewer than kRingMinSlots slots fit beside it
-        const bool x_fits = x_bytes <= b_size;
-        if (!x_fits) {
-          CHECK_FALSE(l.ok);
-          continue;
-        }
-        if (!l.ok) {
-          CHECK(l.slots < kRingMinSlots);
-          continue;
-        }
-        ++oks;
-        INFO("m " << m << " k " << k << " sb " << sb);
-        CHECK(l.slot_bytes == kRingChunks * (512 + 16 * sb));
-        CHECK(l.slots >= kRingMinSlots);
-        CHECK(l.slots <= kRingMaxSlots);
-        CHECK(l.slots <= l.n_a + (b_size - l.b0) / l.slot_bytes);
-        // region A: the sums, the barriers, x (unless in B), then n_a slots, all inside A, in order
-        CHECK(l.red == 0);
-        CHECK(l.bars >= red_bytes);
-        CHECK(l.bars + 2 * kRingMaxSlots * 8 <= (l.x_in_b ? l.a0 : l.x));
-        if (!l.x_in_b) CHECK(l.x + x_bytes <= l.a0);
-        CHECK(l.a0 % 128 == 0);
-        CHECK(l.a0 + l.n_a * l.slot_bytes <= a_end);
-        // region B: x first where it lives there, then the rest of the slots
-        if (l.x_in_b) CHECK(x_bytes <= l.b0);
-        CHECK(l.b0 % 128 == 0);
-        CHECK(l.b0 + (l.slots - std::min(l.slots, l.n_a)) * l.slot_bytes <= b_size);
-        CHECK(l.x % 128 == 0);
-      }
-  CHECK(oks > 0);
-  // where it fits on the bench shapes: M <= 4 at K = 8192, M <= 2 at K = 14336, M <= 8 at K = 4096
-  CHECK(ring_layout(1, 8192, 4).ok);
-  CHECK(ring_layout(4, 8192, 4).ok);
-  CHECK_FALSE(ring_layout(8, 8192, 4).ok);
-  CHECK(ring_layout(2, 14336, 4).ok);
-  CHECK_FALSE(ring_layout(4, 14336, 4).ok);
-  CHECK(ring_layout(8, 4096, 4).ok);
-  CHECK_FALSE(ring_layout(16, 4096, 4).ok);
-  CHECK(ring_layout(1, 8192, 4).slots == kRingMaxSlots);
-  // the choice (132 SMs): streamed x (Note [Streamed x]); x resident only where asked, at M = 1
-  auto mode = [](int64_t m, int64_t n, int64_t k, Format f, bool has = true, int forced = -1, int fg = 0,
-                 bool res = false) { return gemv_ring_mode(m, n, k, f, has, forced, 132, fg, res); };
+// Note [Ring kernel]: the launcher's choice follows the device, the forcing, NF4_DQ's scale2 groups
+// and the shapes (the layout's own checks: the next test case).
+TEST_CASE("decode ring kernel: where it runs", "[quant][heuristics]") {
+  auto mode = [](int64_t m, int64_t n, int64_t k, Format f, bool has = true, int forced = -1, int fg = 0) {
+    return gemv_ring_mode(m, n, k, f, has, forced, 132, fg);
+  };
   CHECK(mode(1, 8192, 8192, Format::nvfp4) == 4);
   CHECK(mode(1, 8192, 8192, Format::nvfp4, true, 1) == 4);
-  CHECK(mode(1, 8192, 8192, Format::nvfp4, true, -1, 0, true) == kRingResident);
-  CHECK(mode(2, 8192, 8192, Format::nvfp4, true, -1, 0, true) == 4);  // resident at M = 1 only
-  CHECK(mode(1, 8192, 8192, Format::nvfp4, true, 1, 2, true) == 2);   // a forced G first
+  CHECK(mode(1, 8192, 8192, Format::nvfp4, true, 1, 2) == 2);  // a forced G
   CHECK(mode(1, 8192, 8192, Format::nvfp4, true, 0) == kRingNone);
   CHECK(mode(1, 8192, 8192, Format::nvfp4, false, 1) == kRingNone);
-  CHECK(mode(1, 8192, 65536, Format::nvfp4, true, -1, 0, true) == 4);  // asked resident, x does not fit
   CHECK(mode(2, 8192, 8192, Format::nvfp4) == 4);     // 128 row blocks of 4 tiles
   CHECK(mode(8, 8192, 8192, Format::nvfp4) == 4);
   CHECK(mode(16, 8192, 8192, Format::nvfp4) == 4);
@@ -428,18 +377,15 @@ TEST_CASE("decode ring kernel layout", "[quant][heuristics]") {
   CHECK(mode(4, 1104, 8192, Format::nvfp4) == 1);     // 69 tiles: one per CTA
   CHECK(mode(2, 28672, 8192, Format::nvfp4) == 2);    // 7 rounds of 2 tiles, not 2 of 8
   CHECK(mode(16, 1040, 8192, Format::nvfp4) == 2);    // 65 tiles, but G = 1 does not fit M = 16
-  CHECK(mode(1, 8192, 8192, Format::nvfp4, true, -1, 2) == 2);  // forced G
   CHECK(mode(16, 8192, 8192, Format::nvfp4, true, 1, 1) == 4);  // forced G = 1 does not fit M = 16
   CHECK(mode(1, 8192, 28672, Format::nvfp4) == 4);
-  CHECK(mode(1, 8192, 28672, Format::nvfp4, true, -1, 0, true) == kRingResident);
-  CHECK(mode(1, 8192, 16384, Format::nf4_dq) == 4);  // streamed at M = 1 too; a row spans at most two scale2 groups
+  CHECK(mode(1, 8192, 65536, Format::nvfp4) == 4);   // x's K need not fit anywhere
+  CHECK(mode(1, 8192, 16384, Format::nf4_dq) == 4);  // a row spans at most two scale2 groups
   CHECK(mode(1, 8192, 16448, Format::nf4_dq, true, 1) == kRingNone);  // it may span three
   CHECK(mode(1, 8192, 16448, Format::nf4) == 4);
   CHECK(mode(17, 8192, 8192, Format::nvfp4) == kRingNone);
   CHECK(mode(1, 8192, 100, Format::nvfp4) == kRingNone);
-  CHECK_FALSE(ring_layout(0, 8192, 4).ok);
-  CHECK_FALSE(ring_layout(17, 8192, 4).ok);
-  CHECK_FALSE(ring_layout(1, 100, 4).ok);
+  CHECK(mode(0, 8192, 8192, Format::nvfp4) == kRingNone);
 }
 
 // Note [Streamed x]: each slot holds the stage's codes, scales and x's chunks (M rows of 128 bytes
@@ -451,7 +397,7 @@ TEST_CASE("decode ring kernel, streamed x: layout and tiles per row block", "[qu
     for (int64_t m = 1; m <= kGemvMaxM; ++m)
       for (int g : {1, 2, 4, 8}) {
         INFO("m " << m << " sb " << sb << " g " << g);
-        const RingLayout l = ring_layout_xs(m, sb, g);
+        const RingLayout l = ring_layout(m, sb, g);
         const int64_t c = kRingChunks / g, xr = m > 8 ? 16 : 8;
         CHECK(l.groups == g);
         CHECK(l.x_pitch == m * 128);
@@ -460,19 +406,17 @@ TEST_CASE("decode ring kernel, streamed x: layout and tiles per row block", "[qu
         CHECK(l.slot_bytes >= l.x + ((c - 1) * m + xr) * 128);  // the last chunk's 8 or 16 ldmatrix rows
         CHECK(l.slot_bytes % 1024 == 0);
         CHECK(l.bars == 2 * kRingWarps * kGemvRows * 8 * (m > 8 ? 2 : 1) * 4);  // the sums, then the barriers
-        CHECK(l.bars + 2 * kRingMaxSlots * 8 <= kRingABytes);
-        CHECK(l.n_a == 0);  // every slot in B, from its start (0x20000)
-        CHECK(l.b0 == 0);
-        CHECK(l.slots * l.slot_bytes <= kRingBBytes);
+        CHECK(l.bars + 2 * kRingMaxSlots * 8 <= kRingABytes);  // the sums, then the barriers, in A
+        CHECK(l.slots * l.slot_bytes <= kRingBBytes);           // every slot in B, from its start (0x20000)
         CHECK(l.slots <= kRingMaxSlots);
-        CHECK(l.ok == (l.slots >= kRingXsMinSlots));
+        CHECK(l.ok == (l.slots >= kRingMinSlots));
         if (g >= 2 || m <= 8) CHECK(l.ok);  // all but M > 8 at one tile per row block
       }
-  CHECK_FALSE(ring_layout_xs(16, 4, 1).ok);  // 41 KB slots: two fit
-  CHECK(ring_layout_xs(8, 4, 1).slots == 3);
-  CHECK(ring_layout_xs(8, 4, 4).slots == 7);
-  CHECK_FALSE(ring_layout_xs(1, 4, 3).ok);
-  CHECK_FALSE(ring_layout_xs(0, 4, 1).ok);
+  CHECK_FALSE(ring_layout(16, 4, 1).ok);  // 41 KB slots: two fit
+  CHECK(ring_layout(8, 4, 1).slots == 3);
+  CHECK(ring_layout(8, 4, 4).slots == 7);
+  CHECK_FALSE(ring_layout(1, 4, 3).ok);
+  CHECK_FALSE(ring_layout(0, 4, 1).ok);
   // the tile choice against a direct sum over the busiest CTA's row blocks: its chunks, and a row
   // block's own cost
   for (int64_t m : {1, 8, 16})
@@ -492,7 +436,7 @@ TEST_CASE("decode ring kernel, streamed x: layout and tiles per row block", "[qu
             return worst;
           };
           for (int o : {1, 2, 4, 8})
-            if (ring_layout_xs(m, 4, o).ok) CHECK(busiest(g) <= busiest(o));
+            if (ring_layout(m, 4, o).ok) CHECK(busiest(g) <= busiest(o));
         }
   // the G measured fastest (H100, session 12)
   CHECK(ring_groups(2, 28672, 8192, 4, 132) == 2);

@@ -30,10 +30,7 @@ for e in 1 0; do
   VSTACK_GEMV_RING=$e "$bin" "[gemv-plans]" > /tmp/vstack-gemv-plan.log 2>&1 ||
     { echo "decode plans with VSTACK_GEMV_RING=$e FAILED:"; tail -30 /tmp/vstack-gemv-plan.log; status=1; }
 done
-# and with x resident at M = 1 (VSTACK_GEMV_RING_RESIDENT; the launcher streams x)
-VSTACK_GEMV_RING=1 VSTACK_GEMV_RING_RESIDENT=1 "$bin" "[gemv-plans]" > /tmp/vstack-gemv-plan.log 2>&1 ||
-  { echo "decode plans with x resident FAILED:"; tail -30 /tmp/vstack-gemv-plan.log; status=1; }
-[ $status -eq 0 ] && echo "fp4_gpu_tests: decode plans with the ring kernel forced on and off, and x resident, pass"
+[ $status -eq 0 ] && echo "fp4_gpu_tests: decode plans with the ring kernel forced on and off pass"
 # the ring kernel with x streamed in its stages (Note [Streamed x]), G tiles per row block forced
 # (where G's layout fits: M = 16 does not at G = 1, and takes the launcher's G)
 for g in 1 2 4 8; do

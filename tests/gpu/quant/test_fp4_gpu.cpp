@@ -386,11 +386,10 @@ TEST_CASE("matmul: MXFP4 at the smallest block scales", "[gpu][quant]") {
 
 // Every decode plan the kernel can take, whatever the device's heuristic picks: run.sh runs this
 // case again under each forced VSTACK_GEMV_SPLIT x VSTACK_GEMV_TILES (applied where x's slice fits),
-// with VSTACK_GEMV_RING=0, with the ring's streamed x forced at each G (VSTACK_GEMV_RING_G), and with x
-// resident (VSTACK_GEMV_RING_RESIDENT: the first shape, M = 1, a ragged last stage of 50 chunks).
-// Unforced on an H100, the ring kernel (Note [Ring kernel]) streams x (Note [Streamed x]) in every
-// shape, G = 1 or 2 (ragged stages: 50, 39, 65, 19 and 101 chunks in stages of 16 or 8; row blocks
-// with a missing tile, a ragged last tile; 1, 3, 8, 9 and 16 mma columns).
+// with VSTACK_GEMV_RING=0, and with the ring's G forced to each of 1, 2, 4, 8 (VSTACK_GEMV_RING_G).
+// Unforced on an H100, the ring kernel (Note [Ring kernel], Note [Streamed x]) takes every shape, G = 1
+// or 2 (ragged stages: 50, 39, 65, 19 and 101 chunks in stages of 16 or 8; row blocks with a missing
+// tile, a ragged last tile; 1, 3, 8, 9 and 16 mma columns).
 TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quant][gemv-plans]") {
   std::mt19937_64 rng(fresh_seed());
   // ragged N (not a multiple of 16 x T), K slices of unequal length, one and two mma column tiles
