@@ -208,12 +208,12 @@ inline constexpr int64_t kRingSmem = 227 * 1024;          // dynamic shared memo
 
 // The ring kernel's buffers, valid wherever dynamic shared memory starts in [0, kRingBaseMax]: region
 // A, [0, 0x10000 - kRingBaseMax) from the start of dynamic shared memory, holds the consumer warps'
-// sums (two buffers of [16 warps][16 rows][8 MT columns] fp32) and then the barriers (full[kRingMaxSlots],
-// empty[kRingMaxSlots]); region B, kRingSmem - 0x20000 bytes from the table's end (shared address
-// 0x20000), the slots.
+// sums (two buffers of [16 warps][16 rows][8 MT columns] fp32, ring_red_bytes) and then the barriers
+// (full[kRingMaxSlots], empty[kRingMaxSlots]), the same for every launch of an instance; region B,
+// kRingSmem - 0x20000 bytes from the table's end (shared address 0x20000), the slots, which RingLayout
+// describes.
 struct RingLayout {
   bool ok = false;
-  int64_t bars = 0;        // A: the barriers, after the sums
   int64_t x = 0;           // a slot's x chunks, from its start (after the codes and scales)
   int64_t x_pitch = 0;     // bytes per chunk of x in a slot: its M rows of 64 values
   int groups = 0;          // G tiles per row block (Note [Streamed x])
@@ -225,6 +225,7 @@ constexpr int64_t ring_slot_bytes(int scale_bytes) { return kRingChunks * (512 +
 inline constexpr int64_t kRingABytes = kRingLutAddr - kRingBaseMax;                   // A, below the table, any base
 inline constexpr int64_t kRingBBytes = kRingSmem - kRingLutAddr - kGemvLutBytes;      // B, above it, any base
 constexpr int64_t ring_red_bytes(int64_t m) { return 2 * kRingWarps * kGemvRows * 8 * (m > 8 ? 2 : 1) * 4; }
+static_assert(ring_red_bytes(kGemvMaxM) + 2 * kRingMaxSlots * 8 <= kRingABytes, "the sums and the barriers fit A");
 
 // Note [Streamed x]. Each slot carries x's slice of the stage beside the weight's chunks, and a stage
 // covers G tiles (a row block) x 16 / G chunks (so x need not fit beside the ring: M >= 8 at K = 8192):
@@ -252,7 +253,6 @@ constexpr RingLayout ring_layout(int64_t m, int scale_bytes, int g) {
   l.x = round_up(ring_slot_bytes(scale_bytes), kRingSlotAlign);
   // room for the last chunk's ldmatrix rows past M (8 or 16 rows from its first)
   l.slot_bytes = round_up(l.x + kRingChunks / g * ring_x_rows(m) * 128, kRingSlotAlign);
-  l.bars = ring_red_bytes(m);
   const int64_t n_b = kRingBBytes / l.slot_bytes;
   l.slots = static_cast<int>(n_b < kRingMaxSlots ? n_b : kRingMaxSlots);
   l.ok = l.slots >= kRingMinSlots;

@@ -405,8 +405,8 @@ TEST_CASE("decode ring kernel, streamed x: layout and tiles per row block", "[qu
         CHECK(l.x % 1024 == 0);
         CHECK(l.slot_bytes >= l.x + ((c - 1) * m + xr) * 128);  // the last chunk's 8 or 16 ldmatrix rows
         CHECK(l.slot_bytes % 1024 == 0);
-        CHECK(l.bars == 2 * kRingWarps * kGemvRows * 8 * (m > 8 ? 2 : 1) * 4);  // the sums, then the barriers
-        CHECK(l.bars + 2 * kRingMaxSlots * 8 <= kRingABytes);  // the sums, then the barriers, in A
+        CHECK(ring_red_bytes(m) == 2 * kRingWarps * kGemvRows * 8 * (m > 8 ? 2 : 1) * 4);  // the sums, then the barriers
+        CHECK(ring_red_bytes(m) + 2 * kRingMaxSlots * 8 <= kRingABytes);  // the sums, then the barriers, in A
         CHECK(l.slots * l.slot_bytes <= kRingBBytes);           // every slot in B, from its start (0x20000)
         CHECK(l.slots <= kRingMaxSlots);
         CHECK(l.ok == (l.slots >= kRingMinSlots));
