@@ -208,7 +208,7 @@ inline constexpr int64_t kRingSmem = 227 * 1024;          // dynamic shared memo
 
 // The ring kernel's buffers, valid wherever dynamic shared memory starts in [0, kRingBaseMax]: region
 // A, [0, 0x10000 - kRingBaseMax) from the start of dynamic shared memory, holds the consumer warps'
-// sums (two buffers of [16 warps][16 rows][8 MT columns] fp32, ring_red_bytes) and then the barriers
+// sums (two buffers of [16 warps][8 MT columns][kRingSumPitch] fp32, ring_red_bytes) and then the barriers
 // (full[kRingMaxSlots], empty[kRingMaxSlots]), the same for every launch of an instance; region B,
 // kRingSmem - 0x20000 bytes from the table's end (shared address 0x20000), the slots, which RingLayout
 // describes.
@@ -224,7 +224,11 @@ struct RingLayout {
 constexpr int64_t ring_slot_bytes(int scale_bytes) { return kRingChunks * (512 + 16 * scale_bytes); }
 inline constexpr int64_t kRingABytes = kRingLutAddr - kRingBaseMax;                   // A, below the table, any base
 inline constexpr int64_t kRingBBytes = kRingSmem - kRingLutAddr - kGemvLutBytes;      // B, above it, any base
-constexpr int64_t ring_red_bytes(int64_t m) { return 2 * kRingWarps * kGemvRows * 8 * (m > 8 ? 2 : 1) * 4; }
+// The sums of a row block: [16 warps][8 MT columns][kRingSumPitch] fp32, a column's 16 rows first; the
+// pitch of 20 makes both the warps' fragment stores (lanes: 8 rows x 4 column pairs) and the
+// epilogue's reads (consecutive rows) free of bank conflicts.
+inline constexpr int kRingSumPitch = 20;
+constexpr int64_t ring_red_bytes(int64_t m) { return 2 * kRingWarps * 8 * (m > 8 ? 2 : 1) * kRingSumPitch * 4; }
 static_assert(ring_red_bytes(kGemvMaxM) + 2 * kRingMaxSlots * 8 <= kRingABytes, "the sums and the barriers fit A");
 
 // Note [Streamed x]. Each slot carries x's slice of the stage beside the weight's chunks, and a stage

@@ -253,25 +253,28 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
       }
     }
     // The row block's sums, each tile's C warps in warp order. Two buffers: the barrier of row block
-    // rb + 1 also orders row block rb - 1's reads before this buffer is written again.
-    float* rb_sums = red + par * kRingWarps * kGemvRows * MC;
+    // rb + 1 also orders row block rb - 1's reads before this buffer is written again. Thread i < 16 G
+    // owns output row n0 + i % 16 G of every M column i / 16 G, i / 16 G + 512 / 16 G, ...: consecutive
+    // threads store consecutive rows of y (coalesced), and a thread's row and bias are fixed.
+    float* rb_sums = red + par * kRingWarps * MC * kRingSumPitch;  // [warp][column][row]
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int e = 0; e < 4; ++e)
-        rb_sums[(warp * kGemvRows + g + 8 * (e >> 1)) * MC + mt * 8 + 2 * r + (e & 1)] = acc[mt][e];
+        rb_sums[(warp * MC + mt * 8 + 2 * r + (e & 1)) * kRingSumPitch + g + 8 * (e >> 1)] = acc[mt][e];
     hp::named_barrier_sync(1, kRingWarps * 32);
-    const int per_tile = kGemvRows * p.m;
-    for (int i = tid; i < G * per_tile; i += kRingWarps * 32) {
-      const int tt = i / per_tile, row = i % per_tile / p.m, m = i % p.m;
-      const int n = kGemvRows * (rb * G + tt) + row;
-      if (n >= p.n) continue;
-      const float* src = rb_sums + (tt * C * kGemvRows + row) * MC + m;
-      float v = 0.0f;
-      for (int w = 0; w < C; ++w) v += src[w * kGemvRows * MC];
-      v *= gs;
-      if (bias) v += D::to_f(bias[n]);
-      y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
+    const int lg = 3 + __ffs(G);  // log2(16 G)
+    const int nl = tid & ((kGemvRows << (lg - 4)) - 1), n = kGemvRows * rb * G + nl;
+    if (n < p.n) {
+      const float bv = bias ? D::to_f(bias[n]) : 0.0f;
+      const float* src = rb_sums + (nl >> 4) * C * MC * kRingSumPitch + (nl & 15);  // tile nl / 16's first warp
+      for (int m = tid >> lg; m < p.m; m += (kRingWarps * 32) >> lg) {
+        float v = 0.0f;
+        for (int w = 0; w < C; ++w) v += src[(w * MC + m) * kRingSumPitch];
+        v *= gs;
+        if (bias) v += bv;
+        y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
+      }
     }
   }
 #else
