@@ -202,9 +202,24 @@ inline constexpr int kRingChunks = 16;                    // chunks per stage: o
 inline constexpr int kRingMaxSlots = 8;                   // slots at most (also the barriers' room)
 inline constexpr int kRingSlots = 6;                      // slots used where they fit
 inline constexpr int kRingPrefetchStages = 2;             // of the first row block, L2-prefetched before the PDL wait
+inline constexpr int kRingEarlyStages = 2;                // whose weights are loaded before the PDL wait (Note [Early weights])
 inline constexpr int64_t kRingLutAddr = 0x10000;          // shared address of the table
 inline constexpr int64_t kRingBaseMax = 4096;             // dynamic shared memory starts at most here
 inline constexpr int64_t kRingSmem = 227 * 1024;          // dynamic shared memory of a CTA (H100: all)
+
+// Note [Early weights]. The kernel launches as a programmatic dependent (PDL) of the kernel before it
+// and triggers its own dependents at once, so a call's CTAs enter as the previous call's leave and
+// wait in griddepcontrol.wait until the last of them has finished: ~1-1.5 us after the median one
+// (H100, %globaltimer per CTA, 8192^2 and 4096x14336 M = 1 / 16; docs/NOTES.md "Where a decode call's
+// time goes"). The first stage then arrived 0.7-0.9 us after the wait. The producer now issues the
+// weight boxes (codes, scales) of the CTA's first kRingEarlyStages stages before the wait and their x
+// boxes after it, the other stages as before; the L2 prefetch covers the stages after those. The
+// weights are read before the previous kernel has finished: include/vstack/fp4.h states the
+// condition (vstack's kernels that write weights do not trigger dependents early). Two stages, not
+// the ring: with all six the first stage's x queued behind six stages of weights (first data 1.3-1.8
+// us after the wait against 0.7-0.9) and M = 16 ran 2-7 % slower; with 2 every cell of 27 (3 shapes x
+// M = 1, 8, 16 x NVFP4, MXFP4, NF4) ran 0.4-4.3 % faster than with none (median of two alternations;
+// 1 stage and 3 were in between). VSTACK_GEMV_RING_EARLY=<n> (0..kRingMaxSlots) sets it for benchmarks.
 
 // The ring kernel's buffers, valid wherever dynamic shared memory starts in [0, kRingBaseMax]: region
 // A, [0, 0x10000 - kRingBaseMax) from the start of dynamic shared memory, holds the consumer warps'
@@ -248,6 +263,7 @@ static_assert(ring_red_bytes(kGemvMaxM) + 2 * kRingMaxSlots * 8 <= kRingABytes, 
 // NF4_DQ 9-25 % faster; at M = 2..8 as fast or up to 10 % faster (4096x14336 nvfp4 M = 2 16.0 -> 14.3).
 inline constexpr int64_t kRingSlotAlign = 1024;
 inline constexpr int kRingMinSlots = 3;  // 75 KB in flight where the slots are 25 KB (M <= 8 at G = 1, M = 16 at G = 2)
+static_assert(kRingEarlyStages <= kRingMinSlots, "the early stages are the first slots of the ring");
 constexpr int64_t ring_x_rows(int64_t m) { return m > 8 ? 16 : 8; }  // x rows per chunk in a slot
 constexpr RingLayout ring_layout(int64_t m, int scale_bytes, int g) {
   RingLayout l{};

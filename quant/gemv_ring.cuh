@@ -54,6 +54,7 @@ struct RingArgs {
   RingLayout l;   // ring_layout of this launch
   int slots;      // ring slots used (<= the layout's)
   int pf_stages;  // stages of the first row block prefetched to L2 before the dependency wait
+  int early;      // stages whose weights are loaded before the dependency wait (Note [Early weights])
 };
 
 // MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). G = a.l.groups tiles per row block (Note [Streamed x]).
@@ -84,6 +85,9 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
   const int G = L.groups, C = kRingChunks / G;
   const int blocks = (tiles + G - 1) / G;
   const int stages = (kc_total + C - 1) / C;  // per row block
+  // this CTA's first stages whose weight boxes are loaded before the dependency wait (Note [Early weights])
+  const int early = min(min(a.early, slots), (blocks - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
+                                                 static_cast<int>(gridDim.x) * stages);
 
   gemv::pdl_launch_dependents();
   if (warp < kRingWarps) {
@@ -94,38 +98,52 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
       hp::mbar_init(&empty[s], kRingWarps);
     }
     hp::fence_barrier_init();
-    // L2 prefetch of the first row block's first pf_stages stages while the previous kernel drains
-    // (safe before pdl_wait: a prefetch returns nothing to the SM, and the weights are not written by
-    // kernels; quant/gemv_kernel.cuh). Not x: the previous kernel may be writing it.
-    const int pf = min(kc_total, a.pf_stages * C);
+    // L2 prefetch of the first row block's pf_stages stages after the early ones (below) while the
+    // previous kernel drains (a prefetch returns nothing to the SM). Not x: the previous kernel may be
+    // writing it.
+    const int k0 = min(kc_total, early * C), pf = min(kc_total - k0, a.pf_stages * C);
     for (int i = 0; i < G && pf > 0; ++i) {
       const int t = static_cast<int>(blockIdx.x) * G + i;
       if (t >= tiles) break;
-      gemv::prefetch_l2(p.codes + gemm_chunk(kGemvRows * t, 0, p.k), pf * 512);
-      gemv::prefetch_l2(p.scales + gemm_scale_chunk(kGemvRows * t, 0, p.k, SB), pf * 16 * SB);
+      gemv::prefetch_l2(p.codes + gemm_chunk(kGemvRows * t, k0, p.k), pf * 512);
+      gemv::prefetch_l2(p.scales + gemm_scale_chunk(kGemvRows * t, k0, p.k, SB), pf * 16 * SB);
     }
   }
   __syncthreads();
+  // three box copies a stage; the weights are read once (evict first), x by every CTA
+  const uint32_t stage_bytes = static_cast<uint32_t>(kRingChunks * (512 + 16 * SB) + C * L.x_pitch);
+  uint64_t pol_w = 0, pol_x = 0;
+  if (warp == kRingWarps && lane == 0) {
+    hp::prefetch_tensor_map(&a.mw);
+    hp::prefetch_tensor_map(&a.ms);
+    hp::prefetch_tensor_map(&a.mx);
+    pol_w = hp::l2_policy(false);
+    pol_x = hp::l2_policy(true);
+    // the weights of the first `early` stages (slots 0..early-1, their first phase), before the wait
+    for (int i = 0; i < early; ++i) {
+      const int rb = static_cast<int>(blockIdx.x) + i / stages * static_cast<int>(gridDim.x), c0 = i % stages * C;
+      uint8_t* dst = region_b + i * L.slot_bytes;
+      hp::mbar_arrive_expect_tx(&full[i], stage_bytes);
+      hp::tma_load_3d(dst, &a.mw, &full[i], 0, c0, rb * G, pol_w);
+      hp::tma_load_3d(dst + kCodes, &a.ms, &full[i], 0, c0, rb * G, pol_w);
+    }
+  }
   gemv::pdl_wait();
 
   if (warp == kRingWarps) {  // the producer: one lane streams the CTA's row blocks, stage by stage
     if (lane == 0) {
-      int slot = 0, phase = 0;
-      // three box copies a stage; the weights are read once (evict first), x by every CTA
-      hp::prefetch_tensor_map(&a.mw);
-      hp::prefetch_tensor_map(&a.ms);
-      hp::prefetch_tensor_map(&a.mx);
-      const uint64_t pol_w = hp::l2_policy(false), pol_x = hp::l2_policy(true);
-      const uint32_t stage_bytes = static_cast<uint32_t>(kRingChunks * (512 + 16 * SB) + C * L.x_pitch);
+      int slot = 0, phase = 0, j = 0;
       for (int rb = blockIdx.x; rb < blocks; rb += gridDim.x)
-        for (int q = 0; q < stages; ++q) {
+        for (int q = 0; q < stages; ++q, ++j) {
           const int c0 = q * C;
-          hp::mbar_wait(&empty[slot], phase ^ 1);
           uint8_t* dst = region_b + slot * L.slot_bytes;
-          // whole boxes: tiles past N and chunks past K are zero-filled, and counted
-          hp::mbar_arrive_expect_tx(&full[slot], stage_bytes);
-          hp::tma_load_3d(dst, &a.mw, &full[slot], 0, c0, rb * G, pol_w);
-          hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, c0, rb * G, pol_w);
+          if (j >= early) {  // else its weights are on their way (slot j, armed)
+            hp::mbar_wait(&empty[slot], phase ^ 1);
+            // whole boxes: tiles past N and chunks past K are zero-filled, and counted
+            hp::mbar_arrive_expect_tx(&full[slot], stage_bytes);
+            hp::tma_load_3d(dst, &a.mw, &full[slot], 0, c0, rb * G, pol_w);
+            hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, c0, rb * G, pol_w);
+          }
           hp::tma_load_3d(dst + L.x, &a.mx, &full[slot], 0, 0, c0, pol_x);
           if (++slot == slots) {
             slot = 0;
@@ -302,6 +320,13 @@ inline int forced_gemv_ring_pf() {
   return v;
 }
 
+// VSTACK_GEMV_RING_EARLY=<stages> (0..kRingMaxSlots): the stages whose weights are loaded before the
+// dependency wait (Note [Early weights]), for benchmarks; unset in normal use.
+inline int forced_gemv_ring_early() {
+  static const int v = env_int_in("VSTACK_GEMV_RING_EARLY", 0, kRingMaxSlots, -1);
+  return v;
+}
+
 // VSTACK_GEMV_RING_G=<G> (1, 2, 4, 8): the streamed-x ring with G tiles per row block (Note [Streamed x])
 // wherever its layout fits (elsewhere the launcher's choice), for tests and benchmarks.
 inline int forced_gemv_ring_groups() {
@@ -368,6 +393,7 @@ cudaError_t launch_gemv_ring(const GemmParams& p, const RingLayout& l, cudaStrea
   a.l = l;
   a.slots = std::min(l.slots, fs > 0 ? fs : kRingSlots);
   a.pf_stages = forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages;
+  a.early = forced_gemv_ring_early() >= 0 ? forced_gemv_ring_early() : kRingEarlyStages;
   if (!encode_ring_maps<F>(a, p)) return cudaErrorInvalidValue;
   return cudaLaunchKernelEx(&cfg, fp4_gemv_ring_kernel<F, T, MT>, p, a);
 }

@@ -63,7 +63,13 @@ VSTACK_API vstack_status_t vstack_fp4_dequantize(const vstack_fp4_tensor_t* q, v
  * or mid m on a small N), K may be split over CTAs that meet in a workspace the
  * library allocates (a few MB, 64 MB at most): one per device and stream for
  * eager calls, kept until exit; one per captured graph (and capturing stream),
- * freed after the graph is destroyed. The sums stay deterministic. */
+ * freed after the graph is destroyed. The sums stay deterministic.
+ * On sm_90 the m <= 16 kernels launch as programmatic dependents of the kernel
+ * before them in the stream and start reading w's codes and scales before that
+ * kernel has finished (x, bias and y wait for it): w must not be written by a
+ * kernel that triggers its dependents early (griddepcontrol.launch_dependents,
+ * cudaTriggerProgrammaticLaunchCompletion) and directly precedes the matmul.
+ * vstack's own kernels that write w (quantize) do not trigger early. */
 VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dtype_t dtype, int64_t m,
                                              const vstack_fp4_tensor_t* w, const void* bias, void* y, void* stream);
 
