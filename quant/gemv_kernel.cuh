@@ -264,11 +264,14 @@ __device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const GemmParams&
 // Code byte -> (value(low nibble), value(high nibble)) in T, 32 copies (one per bank) at
 // byte * 256 + lane * 4 of lut, so that one PRMT of the code word and the lane makes the address.
 // Each of the first 16 warps writes 16 bytes' rows. No global memory: runs before the previous
-// kernel has finished (PDL).
+// kernel has finished (PDL). vals: the 16 code values (element_value) where the caller has them in
+// its parameters; else they are computed here, which for NF4 is a switch on each lane's code that
+// runs its 16 cases one after another.
 template <Format F, typename T>
-__device__ __forceinline__ void build_lut(uint32_t* lut, int warp, int lane) {
+__device__ __forceinline__ void build_lut(uint32_t* lut, int warp, int lane, const float* vals = nullptr) {
   const int byte = warp * 16 + (lane & 15);
-  const uint32_t e = dev::Dt<T>::pack2(element_value(F, byte & 15), element_value(F, byte >> 4));
+  const uint32_t e = vals ? dev::Dt<T>::pack2(vals[byte & 15], vals[byte >> 4])
+                          : dev::Dt<T>::pack2(element_value(F, byte & 15), element_value(F, byte >> 4));
 #pragma unroll 4
   for (int j = 0; j < 16; ++j) lut[(warp * 16 + j) * 64 + lane] = __shfl_sync(0xFFFFFFFFu, e, j);
 }

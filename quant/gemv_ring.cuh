@@ -55,6 +55,7 @@ struct RingArgs {
   int slots;      // ring slots used (<= the layout's)
   int pf_stages;  // stages of the first row block prefetched to L2 before the dependency wait
   int early;      // stages whose weights are loaded before the dependency wait (Note [Early weights])
+  float vals[16];  // element_value of the format's 16 codes, for NF4's code table
 };
 
 // MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). G = a.l.groups tiles per row block (Note [Streamed x]).
@@ -91,7 +92,10 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
 
   gemv::pdl_launch_dependents();
   if (warp < kRingWarps) {
-    gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp, lane);
+    // NF4's values from the parameters (a switch on each lane's code would run its 16 cases one after
+    // another: docs/NOTES.md, "The code table"); E2M1's are computed without a branch
+    gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp, lane,
+                          uses_nf4_table(F) ? a.vals : nullptr);
   } else if (lane == 0) {
     for (int s = 0; s < slots; ++s) {
       hp::mbar_init(&full[s], 1);
@@ -394,6 +398,7 @@ cudaError_t launch_gemv_ring(const GemmParams& p, const RingLayout& l, cudaStrea
   a.slots = std::min(l.slots, fs > 0 ? fs : kRingSlots);
   a.pf_stages = forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages;
   a.early = forced_gemv_ring_early() >= 0 ? forced_gemv_ring_early() : kRingEarlyStages;
+  for (int i = 0; i < 16; ++i) a.vals[i] = element_value(F, static_cast<uint32_t>(i));
   if (!encode_ring_maps<F>(a, p)) return cudaErrorInvalidValue;
   return cudaLaunchKernelEx(&cfg, fp4_gemv_ring_kernel<F, T, MT>, p, a);
 }
