@@ -219,7 +219,8 @@ inline constexpr int64_t kRingSmem = 227 * 1024;          // dynamic shared memo
 // the ring: with all six the first stage's x queued behind six stages of weights (first data 1.3-1.8
 // us after the wait against 0.7-0.9) and M = 16 ran 2-7 % slower; with 2 every cell of 27 (3 shapes x
 // M = 1, 8, 16 x NVFP4, MXFP4, NF4) ran 0.4-4.3 % faster than with none (median of two alternations;
-// 1 stage and 3 were in between). VSTACK_GEMV_RING_EARLY=<n> (0..kRingMaxSlots) sets it for benchmarks.
+// 1 stage and 3 were in between), but 4096^2 M = 16 2.4-4.2 % slower (not understood; docs/NOTES.md).
+// VSTACK_GEMV_RING_EARLY=<n> (0..kRingMaxSlots) sets it for benchmarks.
 
 // The ring kernel's buffers, valid wherever dynamic shared memory starts in [0, kRingBaseMax]: region
 // A, [0, 0x10000 - kRingBaseMax) from the start of dynamic shared memory, holds the consumer warps'

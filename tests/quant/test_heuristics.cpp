@@ -390,10 +390,6 @@ TEST_CASE("decode ring kernel: where it runs", "[quant][heuristics]") {
   CHECK(mode(0, 8192, 8192, Format::nvfp4) == kRingNone);
 }
 
-// Note [Streamed x]: each slot holds the stage's codes, scales and x's chunks (M rows of 128 bytes
-// each, and room for the last chunk's ldmatrix rows past M), 1024-byte aligned in region B (the TMA's
-// 128-byte swizzle follows the address bits), and the tile choice takes the least modelled time of the
-// busiest CTA (its chunks and its row blocks' own cost) among the G that fit.
 // The ring kernel's row-block sums, [16 warps][8 MT columns][kRingSumPitch] fp32 (quant/gemv_ring.cuh):
 // each fragment store of a warp (lane: row g + 8 h, column 2 r + c) hits 32 distinct banks, and the
 // epilogue's reads (a warp: 32 consecutive output rows of 16 G, or 16 rows of two M columns at G = 1)
@@ -401,31 +397,33 @@ TEST_CASE("decode ring kernel: where it runs", "[quant][heuristics]") {
 TEST_CASE("decode ring kernel: the sums' layout has no bank conflict on store, at most 2-way on read",
           "[quant][heuristics]") {
   constexpr int P = kRingSumPitch;
-  for (int mc : {8, 16})
-    for (int col0 = 0; col0 < mc; col0 += 2)
-      for (int h = 0; h < 2; ++h) {
-        std::set<int> banks;
-        for (int lane = 0; lane < 32; ++lane) {
-          const int g = lane >> 2, r = lane & 3;
-          banks.insert(((col0 + 2 * r) * P + g + 8 * h) % 32);  // column 2 r + (e & 1), e & 1 folded in col0
-        }
-        CHECK(banks.size() == 32);
+  for (int mt = 0; mt < 2; ++mt)
+    for (int e = 0; e < 4; ++e) {  // the store of acc[mt][e]: row g + 8 (e >> 1), column 8 mt + 2 r + (e & 1)
+      std::set<int> banks;
+      for (int lane = 0; lane < 32; ++lane) {
+        const int g = lane >> 2, r = lane & 3;
+        banks.insert(((8 * mt + 2 * r + (e & 1)) * P + g + 8 * (e >> 1)) % 32);
       }
-  for (int g = 1; g <= 8; g *= 2)
+      CHECK(banks.size() == 32);
+    }
+  for (int lg = 4; lg <= 7; ++lg)  // log2(16 G), G = 1, 2, 4, 8
     for (int mc : {8, 16})
-      for (int m0 = 0; m0 < 2; ++m0)
-        for (int w = 0; w < kRingChunks / g; ++w)
-          for (int t0 = 0; t0 < 512; t0 += 32) {
-            const int c = kRingChunks / g, lg = 4 + (g == 1 ? 0 : g == 2 ? 1 : g == 4 ? 2 : 3);
-            std::map<int, int> per_bank;
-            for (int tid = t0; tid < t0 + 32; ++tid) {
-              const int nl = tid & ((16 << (lg - 4)) - 1), m = (tid >> lg) % mc;
-              ++per_bank[(((nl >> 4) * c * mc + w * mc + m) * P + (nl & 15)) % 32];
-            }
-            for (const auto& [bank, n] : per_bank) CHECK(n <= 2);
+      for (int w = 0; w < kRingChunks >> (lg - 4); ++w)
+        for (int t0 = 0; t0 < 512; t0 += 32) {  // a warp of the epilogue, reading warp w's sums
+          const int c = kRingChunks >> (lg - 4);
+          std::map<int, int> per_bank;
+          for (int tid = t0; tid < t0 + 32; ++tid) {
+            const int nl = tid & ((1 << lg) - 1), m = (tid >> lg) % mc;
+            ++per_bank[(((nl >> 4) * c * mc + w * mc + m) * P + (nl & 15)) % 32];
           }
+          for (const auto& [bank, n] : per_bank) CHECK(n <= 2);
+        }
 }
 
+// Note [Streamed x]: each slot holds the stage's codes, scales and x's chunks (M rows of 128 bytes
+// each, and room for the last chunk's ldmatrix rows past M), 1024-byte aligned in region B (the TMA's
+// 128-byte swizzle follows the address bits), and the tile choice takes the least modelled time of the
+// busiest CTA (its chunks and its row blocks' own cost) among the G that fit.
 TEST_CASE("decode ring kernel, streamed x: layout and tiles per row block", "[quant][heuristics]") {
   for (int sb : {1, 2, 4})
     for (int64_t m = 1; m <= kGemvMaxM; ++m)
