@@ -5,34 +5,22 @@
 #include <cuda.h>  // CUtensorMap and its enums (types only)
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 
 #include "attn/params.hpp"
+#include "kernels/device_info.hpp"
 #include "kernels/target.hpp"
 #include "kernels/tensor_map.hpp"
 
 namespace vstack::attn {
 
 // Whether the sm_90a kernels run here: this build has them (kernels/target.hpp: an sm_80 build on an
-// H100 has empty sm_90a bodies) and the current device is compute capability 9.0; the device's
-// answer is cached per device (the query costs microseconds that show at decode sizes).
+// H100 has empty sm_90a bodies) and the current device is compute capability 9.0 (cached per device:
+// kernels/device_info.hpp).
 inline bool device_is_sm90() {
   if constexpr (!kernels::kBuiltSm90a) return false;
-  static std::atomic<int> cache[64];  // 0 unknown, 1 no, 2 yes
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (dev >= 0 && dev < 64) {
-    const int c = cache[dev].load(std::memory_order_relaxed);
-    if (c != 0) return c == 2;
-  }
-  int major = 0, minor = 0;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-    return false;
-  const bool yes = major == 9 && minor == 0;
-  if (dev >= 0 && dev < 64) cache[dev].store(yes ? 2 : 1, std::memory_order_relaxed);
-  return yes;
+  kernels::DeviceInfo d;
+  return kernels::current_device_info(d) == cudaSuccess && d.cc == 90;
 }
 
 // K or V of a fixed-length batch as the 4-d tensor (head_dim, seqlen_k, heads_kv, batch) with

@@ -3,9 +3,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
+#include "kernels/device_info.hpp"
 #include "kernels/status.hpp"
 #include "kernels/target.hpp"
 #include "quant/convert_kernels.cuh"
@@ -36,12 +36,7 @@ vstack_status_t cuda_status(cudaError_t e, const char* what) {
   return fail(VSTACK_ERR_CUDA, "%s: %s", what, cudaGetErrorString(e));
 }
 
-// What the launchers need of the current device, cached per device.
-struct DeviceInfo {
-  int cc = 0;          // compute capability, 10 * major + minor
-  int sms = 0;         // SM count
-  int smem_optin = 0;  // dynamic shared memory a CTA may have (cudaDevAttrMaxSharedMemoryPerBlockOptin)
-};
+using vstack::kernels::DeviceInfo;
 
 // VSTACK_FP4_SMEM_LIMIT=<bytes> lowers smem_optin (never raises it), so that a GPU test on an H100 plans
 // as on a part with less shared memory (A100: 166912, sm_86 / sm_89: 101376); unset in normal use.
@@ -50,29 +45,11 @@ int smem_limit() {
   return v;
 }
 
+// The current device (kernels/device_info.hpp), its shared memory lowered by VSTACK_FP4_SMEM_LIMIT.
 vstack_status_t device_info(DeviceInfo& d) {
-  static std::atomic<int> cache_cc[64], cache_sms[64], cache_smem[64];  // cc 0: not asked yet
-  int dev = 0;
-  if (cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess) return cuda_status(e, "cudaGetDevice");
-  if (dev < 64) {
-    if (const int cc = cache_cc[dev].load(std::memory_order_acquire); cc != 0) {
-      d = DeviceInfo{cc, cache_sms[dev].load(std::memory_order_relaxed), cache_smem[dev].load(std::memory_order_relaxed)};
-      return VSTACK_OK;
-    }
-  }
-  int major = 0, minor = 0;
-  cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&d.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  if (e != cudaSuccess) return cuda_status(e, "cudaDeviceGetAttribute");
-  d.cc = major * 10 + minor;
+  const char* what = "";
+  if (cudaError_t e = vstack::kernels::current_device_info(d, &what); e != cudaSuccess) return cuda_status(e, what);
   d.smem_optin = std::min(d.smem_optin, smem_limit());
-  if (dev < 64) {
-    cache_sms[dev].store(d.sms, std::memory_order_relaxed);
-    cache_smem[dev].store(d.smem_optin, std::memory_order_relaxed);
-    cache_cc[dev].store(d.cc, std::memory_order_release);
-  }
   return VSTACK_OK;
 }
 
