@@ -55,7 +55,7 @@ struct RingArgs {
   int slots;      // ring slots used (<= the layout's)
   int pf_stages;  // stages of the first row block prefetched to L2 before the dependency wait
   int early;      // stages whose weights are loaded before the dependency wait (Note [Early weights])
-  float vals[16];  // element_value of the format's 16 codes, for NF4's code table
+  float vals[16];  // NF4: element_value of its 16 codes, for the code table (unset for E2M1 formats)
 };
 
 // MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). G = a.l.groups tiles per row block (Note [Streamed x]).
@@ -398,7 +398,8 @@ cudaError_t launch_gemv_ring(const GemmParams& p, const RingLayout& l, cudaStrea
   a.slots = std::min(l.slots, fs > 0 ? fs : kRingSlots);
   a.pf_stages = forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages;
   a.early = forced_gemv_ring_early() >= 0 ? forced_gemv_ring_early() : kRingEarlyStages;
-  for (int i = 0; i < 16; ++i) a.vals[i] = element_value(F, static_cast<uint32_t>(i));
+  if constexpr (uses_nf4_table(F))  // only NF4's table reads them (E2M1's values are computed)
+    for (int i = 0; i < 16; ++i) a.vals[i] = element_value(F, static_cast<uint32_t>(i));
   if (!encode_ring_maps<F>(a, p)) return cudaErrorInvalidValue;
   return cudaLaunchKernelEx(&cfg, fp4_gemv_ring_kernel<F, T, MT>, p, a);
 }
