@@ -55,7 +55,7 @@ struct RingArgs {
   int slots;      // ring slots used (<= the layout's)
   int pf_stages;  // stages of the first row block prefetched to L2 before the dependency wait
   int early;      // stages whose weights are loaded before the dependency wait (Note [Early weights])
-  float vals[16];  // NF4: element_value of its 16 codes, for the code table (unset for E2M1 formats)
+  float vals[16];  // NF4: element_value of its 16 codes, for the code table (zero for E2M1 formats)
 };
 
 // MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). G = a.l.groups tiles per row block (Note [Streamed x]).
