@@ -6,8 +6,8 @@
 // runs of chunks and sum their partials in shared memory in warp order. The S CTAs of one row tile form a
 // thread-block cluster and sum through distributed shared memory in rank order
 // (deterministic, no workspace). Weights go straight from global memory into
-// registers (no shared-memory ring; on sm_90 the ring kernel of quant/gemv_ring.cuh takes every
-// M <= 16 shape, Note [Ring kernel], but NF4_DQ with K > 16384), so a CTA only holds the code-pair table
+// registers (no shared-memory ring; on sm_90 the ring kernels of quant/gemv_ring.cuh and
+// quant/gemv_ring_wide.cuh take every M <= 16 shape, Note [Ring kernel], but NF4_DQ with K > 16384), so a CTA only holds the code-pair table
 // (64 KB), 32 KB of reduction buffers and x's K slice (<= 128 KB); one CTA of
 // 16 warps per SM (registers: __launch_bounds__(512, 1)).
 //
@@ -287,14 +287,18 @@ constexpr RingLayout ring_layout(int64_t m, int scale_bytes, int g) {
 // forced (H100, nvfp4, M = 1..8, session 12: 0.8 us against 3.1 per tile of 128 chunks); the model
 // then orders the G of 14336x4096, 8192^2 and 4096^2 as measured (docs/NOTES.md, "Streamed x").
 inline constexpr int64_t kRingRowBlockCost = 33;
+// That model: `tiles` tiles in row blocks of `per_block` over `sms` CTAs, K / 64 = kc chunks a tile.
+constexpr int64_t ring_rows_cost(int64_t tiles, int64_t per_block, int64_t kc, int sms) {
+  const int64_t blocks = (tiles + per_block - 1) / per_block;
+  return (blocks + sms - 1) / sms * (per_block * kc + kRingRowBlockCost);
+}
 constexpr int ring_groups(int64_t m, int64_t n, int64_t k, int scale_bytes, int sms) {
   const int64_t tiles = (n + kGemvRows - 1) / kGemvRows;
   int best = 0;
   int64_t best_cost = 0;
   for (int g = 1; g <= 8; g *= 2) {
     if (!ring_layout(m, scale_bytes, g).ok) continue;
-    const int64_t blocks = (tiles + g - 1) / g;
-    const int64_t cost = (blocks + sms - 1) / sms * (g * (k / 64) + kRingRowBlockCost);
+    const int64_t cost = ring_rows_cost(tiles, g, k / 64, sms);
     if (best == 0 || cost <= best_cost) {
       best = g;
       best_cost = cost;
@@ -318,6 +322,77 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
   if (forced_g > 0 && ring_layout(m, sb, forced_g).ok) return forced_g;
   const int g = ring_groups(m, n, k, sb, sms);
   return g > 0 ? g : kRingNone;
+}
+
+// Note [Wide row blocks] (quant/gemv_ring_wide.cuh). A row block's G tiles share a stage of 16 chunks
+// (G x 16 / G), so G is a power of two, and where the tiles are not a multiple of G x SMs the busiest
+// CTA's stages are rounded up: 14336x4096 (896 tiles) at M <= 8 takes G = 8, 112 row blocks on 132 SMs,
+// 32 stages each (G = 1, 28 stages a CTA in seven row blocks, ran 1.07-1.14x slower: each row block
+// pays its fill, drain and sums, and loads x again). The wide kernel takes a row block of GX =
+// ceil(tiles / SMs) tiles, any GX, slice-major: for each slice of 16 chunks of K, x's slice is loaded
+// once (its own two buffers) and each warp keeps its chunk's fragments in registers across the GX
+// tiles, while the stages bring one tile x 16 chunks each (the G = 1 boxes). So every warp has one
+// tile-chunk a stage, a CTA GX x K / 1024 stages in one row block, and x's fragments are read once a
+// slice for GX tiles instead of once a stage. One round only: the row block's sums (GX tiles x 16 warps
+// of fragments) alias the slots once the last stage is consumed. Instances GX = 2..7, within 96
+// registers (quant/gemv_ring_wide.cuh: the sums take GX x MT x 4). NF4_DQ where a row's blocks lie in
+// one scale2 group (K / 64 divides kDqGroup): one value per row and tile.
+// Measured (H100, driver 580.159.04, 2026-11-23, bench_fp4.py, bf16, the choosing call: wide two runs,
+// base one or two; bench/RESULTS.md "Session 17"), wide against the G plans at M = 1 / 8 / 16, the four
+// formats' range:
+//   GX 2 (4096^2) 0.90-0.92 / 0.92-0.95 / 0.94-1.00; (4096x14336) 0.95-0.98 / 0.96-0.99 / 0.93-0.99
+//   GX 3 (6144x4096) 0.83-0.84 / 0.85-0.86 / 0.87-0.92
+//   GX 4 (8192^2) 0.94-0.97 / 0.97-0.98 / 1.00-1.06
+//   GX 5 (10240x8192) 0.86-0.93 / 0.88-0.94 / 0.86-0.90
+//   GX 6 (12288x4096) NVFP4, NF4 0.99 / 1.01-1.02 / 0.98, NF4_DQ 0.95 / 0.97 / 0.94, MXFP4 1.06 / 1.09 / 1.00
+//   GX 7 (14336x4096) 0.94-0.96 / 0.97-0.98 / 1.02-1.15 but MXFP4 1.02 / 1.05 at M <= 8
+// The row-block model (ring_rows_cost) predicted 0.77-0.88 where GX is not a power of two and 1.00 where
+// it is: it counts a CTA's stages, but where the G plan already reads 78-80 % of the HBM stream
+// (12288x4096, 14336x4096 at M <= 8) there is little left to gain, and where it reads 55-70 % (4096^2,
+// 6144x4096, M = 16) x's fragments read once a slice pay even at a power of two. The losses are the
+// instances that spill at the 96-register cap: MXFP4 (the E8M0 pair decode) at MT = 1, GX >= 6 (32 bytes),
+// and MT = 2 at GX = 7 (16-64 bytes); and 8192^2 at M = 16 (GX = 4), not understood. ring_wide_pays is that
+// table: the launcher takes the wide kernel where it was faster.
+inline constexpr int kRingWideMax = 7;
+constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWideMax; }
+
+// An x buffer: 16 chunks x 8 (M <= 8) or 16 rows of 128 bytes; the ldmatrix rows past M stay in it.
+constexpr int64_t wide_x_bytes(int mt) { return kRingChunks * 8 * mt * 128; }
+constexpr int64_t wide_slot_bytes(int sb) { return round_up(ring_slot_bytes(sb), kRingSlotAlign); }
+constexpr int wide_slots(int sb, int mt) {
+  const int64_t n = (kRingBBytes - 2 * wide_x_bytes(mt)) / wide_slot_bytes(sb);
+  return static_cast<int>(n < kRingMaxSlots ? n : kRingMaxSlots);
+}
+static_assert(wide_slots(4, 2) >= kRingMinSlots, "the ring's fewest slots beside two 16-row x buffers");
+// The launch's RingLayout: G = 1's boxes (16 chunks of one tile; x 16 chunks x M rows), the slots after the
+// x buffers (x = 0: a slot holds no x).
+constexpr RingLayout wide_layout(int64_t m, int scale_bytes) {
+  RingLayout l{};
+  l.groups = 1;
+  l.x_pitch = m * 128;
+  l.slot_bytes = wide_slot_bytes(scale_bytes);
+  l.slots = wide_slots(scale_bytes, m > 8 ? 2 : 1);
+  l.ok = m >= 1 && m <= kGemvMaxM;
+  return l;
+}
+// Tiles whose sums fit region B at once: [16 warps][tiles][8 MT columns][kRingSumPitch] fp32 (MT = 1: 9, 2: 4).
+constexpr int wide_pass(int mt) { return static_cast<int>(kRingBBytes / (kRingWarps * 8 * mt * kRingSumPitch * 4)); }
+
+// Where the wide kernel measured faster than the G plans (Note [Wide row blocks]), by mma column tiles
+// MT (1: M <= 8, 2: M <= 16) and GX.
+constexpr bool ring_wide_pays(int mt, int64_t gx, Format f) {
+  if (mt == 1) return gx <= 5 || f != Format::mxfp4;
+  return gx == 2 || gx == 3 || gx == 5 || gx == 6;
+}
+
+// GX of the wide kernel for the decode launcher, or 0 (then gemv_ring_mode's G): GX = ceil(tiles / sms)
+// where that is an instance, the ring applies (the caller asked gemv_ring_mode) and ring_wide_pays.
+// forced (VSTACK_GEMV_RING_WIDE): -1 unset, 0 never, 1 wherever an instance applies (tests, benchmarks).
+constexpr int ring_wide_tiles(int64_t m, int64_t n, int64_t k, Format f, int sms, int forced = -1) {
+  if (forced == 0 || m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1) return 0;
+  const int64_t kc = k / 64, tiles = (n + kGemvRows - 1) / kGemvRows, gx = (tiles + sms - 1) / sms;
+  if ((f == Format::nf4_dq && kDqGroup % kc != 0) || !ring_wide_instance(gx)) return 0;
+  return forced == 1 || ring_wide_pays(m > 8 ? 2 : 1, gx, f) ? static_cast<int>(gx) : 0;
 }
 
 }  // namespace vstack::quant

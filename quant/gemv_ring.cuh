@@ -47,6 +47,62 @@ __device__ __forceinline__ void pin(V& v) {
   asm volatile("" : "+r"(v));
 }
 
+// This lane's bytes of a chunk in a ring slot sp: the codes of rows g, g + 8 (lo, hi: 8 bytes each, 256
+// apart) at code_off, their block scales (s_a, s_b: SB bytes each) at scale_off.
+template <int SB>
+__device__ __forceinline__ void slot_chunk(const uint8_t* sp, int code_off, int scale_off, uint2& lo, uint2& hi,
+                                           uint32_t& s_a, uint32_t& s_b) {
+  lo = *reinterpret_cast<const uint2*>(sp + code_off);
+  hi = *reinterpret_cast<const uint2*>(sp + code_off + 256);
+  const uint8_t* ss = sp + scale_off;
+  if constexpr (SB == 4) {
+    const uint2 w = *reinterpret_cast<const uint2*>(ss);
+    s_a = w.x;
+    s_b = w.y;
+  } else if constexpr (SB == 2) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(ss);
+    s_a = w & 0xFFFFu;
+    s_b = w >> 16;
+  } else {
+    const uint32_t w = *reinterpret_cast<const uint16_t*>(ss);
+    s_a = w & 0xFFu;
+    s_b = w >> 8;
+  }
+}
+
+// This lane's bytes of chunk w in a ring slot: the codes of rows g, g + 8 (FORMAT.md; 16 chunks' codes
+// first), their scales after them (in the slot's chunk order).
+template <int SB>
+__device__ __forceinline__ void slot_offsets(int w, int lane, int& code_off, int& scale_off) {
+  const int g = lane >> 2, r = lane & 3;
+  code_off = w * 512 + g * 32 + r * 8;
+  scale_off = kRingChunks * 512 + w * 16 * SB + g * 2 * SB;
+}
+
+// x's ldmatrix offsets of this lane in a buffer of 128-byte lines (a chunk's M rows of 64 values each,
+// chunk-major) whose 16-byte pieces the TMA's 128-byte swizzle XORed with the line (the buffer
+// 1024-byte aligned, at `base` bytes): x row (lane & 7) of the chunk whose first line is line0 (rows
+// past M: the next chunk's, or stale bytes; those columns are never stored), matrix mi = lane / 8 =
+// step 2h + mi / 2, k half mi % 2. 8 consecutive lines per ldmatrix, so no bank conflict.
+__device__ __forceinline__ void ring_x_offsets(int (&xoff)[2], int line0, int lane, int base) {
+  const int mi = lane >> 3;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int line = line0 + (lane & 7), piece = (2 * h + (mi >> 1)) * 2 + (mi & 1);
+    xoff[h] = base + line * 128 + ((piece ^ (line & 7)) * 16);
+  }
+}
+
+// Table entry of byte i (0..3) of code word w: the table is at kRingLutAddr (0x10000), so PRMT (lane * 4 |
+// 0x10000, w) is the address. lane4 is the caller's (pinned) lane * 4 | kRingLutAddr.
+__device__ __forceinline__ auto ring_lookup(const uint32_t& lane4) {
+  return [&lane4](uint32_t w, int i) {
+    uint32_t v;
+    asm("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(__byte_perm(lane4, w, 0x3200u | (static_cast<uint32_t>(i + 4) << 4))));
+    return v;
+  };
+}
+
 }  // namespace gemv
 
 struct RingArgs {
@@ -158,37 +214,21 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
     return;  // the consumers synchronise by named barrier 1 only
   }
 
-  // x's fragments from the slot: ldmatrix of x row (lane & 7) + 8 mt (past M: the next chunk's rows,
-  // or stale bytes; those columns are never stored), matrix mi = lane / 8 = step 2h + mi / 2, k half
-  // mi % 2, of chunk w % C of the stage: 128-byte lines, chunk-major, their 16-byte pieces XOR-swizzled
-  // by the line (the TMA's 128-byte swizzle: the slot is 1024-byte aligned); 8 consecutive lines per
-  // ldmatrix, so no bank conflict. mt = 1's rows are 1024 bytes on: an immediate offset.
+  // x's fragments from the slot (1024-byte aligned): chunk w % C of the stage, rows (lane & 7) + 8 mt;
+  // mt = 1's rows are 1024 bytes on: an immediate offset.
   int xoff[2];
-  {
-    const int mi = lane >> 3;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int line = (warp % C) * p.m + (lane & 7), piece = (2 * h + (mi >> 1)) * 2 + (mi & 1);
-      xoff[h] = static_cast<int>(L.x) + line * 128 + ((piece ^ (line & 7)) * 16);
-    }
-  }
+  gemv::ring_x_offsets(xoff, (warp % C) * p.m, lane, static_cast<int>(L.x));
   hp::named_barrier_sync(1, kRingWarps * 32);
 
-  // Table entry of byte i (0..3) of w: the table is at 0x10000, so PRMT (lane * 4 | 0x10000, w) is
-  // the address.
   uint32_t lane4 = static_cast<uint32_t>(lane) * 4 | static_cast<uint32_t>(kRingLutAddr);
-  auto lookup = [&](uint32_t w, int i) {
-    uint32_t v;
-    asm("ld.shared.u32 %0, [%1];\n" : "=r"(v) : "r"(__byte_perm(lane4, w, 0x3200u | (static_cast<uint32_t>(i + 4) << 4))));
-    return v;
-  };
+  const auto lookup = gemv::ring_lookup(lane4);
   const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;
   const T* bias = static_cast<const T*>(p.bias);
   T* y = static_cast<T*>(p.y);
   constexpr int MC = 8 * MT;  // columns of the sums
-  // This lane's bytes in a slot: the codes of rows g, g + 8 of chunk `warp` (FORMAT.md), their scales
-  // (tile-major: tile w / C's C chunks, then the next tile's).
-  int code_off = warp * 512 + g * 32 + r * 8, scale_off = static_cast<int>(kCodes) + warp * 16 * SB + g * 2 * SB;
+  // This lane's bytes in a slot: chunk `warp`'s (tile-major: tile w / C's C chunks, then the next tile's)
+  int code_off, scale_off;
+  gemv::slot_offsets<SB>(warp, lane, code_off, scale_off);
   const int ti = warp / C, cw = warp % C;
   int slot = 0, phase = 0, par = 0;
   const uint8_t* sp = region_b;
@@ -233,23 +273,9 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
       hp::mbar_wait(&full[slot], phase);
       // Everything this chunk needs from shared memory, before the slot is released: codes, scales,
       // x's fragments.
-      const uint2 lo = *reinterpret_cast<const uint2*>(sp + code_off);
-      const uint2 hi = *reinterpret_cast<const uint2*>(sp + code_off + 256);
-      const uint8_t* ss = sp + scale_off;
+      uint2 lo, hi;
       uint32_t s_a, s_b;
-      if constexpr (SB == 4) {
-        const uint2 w = *reinterpret_cast<const uint2*>(ss);
-        s_a = w.x;
-        s_b = w.y;
-      } else if constexpr (SB == 2) {
-        const uint32_t w = *reinterpret_cast<const uint32_t*>(ss);
-        s_a = w & 0xFFFFu;
-        s_b = w >> 16;
-      } else {
-        const uint32_t w = *reinterpret_cast<const uint16_t*>(ss);
-        s_a = w & 0xFFu;
-        s_b = w >> 8;
-      }
+      gemv::slot_chunk<SB>(sp, code_off, scale_off, lo, hi, s_a, s_b);
       uint32_t bx[MT][4][2];
       int xo[MT][2];  // an immediate offset for mt = 1
 #pragma unroll
@@ -338,17 +364,16 @@ inline int forced_gemv_ring_groups() {
   return v;
 }
 
-// Whether a CTA of the instance fits an SM of this device with kRingSmem of dynamic shared memory
-// (with whatever static and reserved shared memory it has; the layout assumes no static). Asked once,
-// single device assumed.
-template <Format F, typename T, int MT>
-bool ring_usable() {
+// Whether a CTA of a ring kernel (its 544 threads) fits an SM of this device with kRingSmem of dynamic
+// shared memory (with whatever static and reserved shared memory it has; the layouts assume no static)
+// and its registers. Asked once per kernel, which is left opted in to kRingSmem; single device assumed.
+template <auto Kernel>
+bool ring_fits() {
   static const bool ok = [] {
-    const auto kernel = fp4_gemv_ring_kernel<F, T, MT>;
     int n = 0;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kRingSmem)) !=
+    if (cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kRingSmem)) !=
             cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kRingThreads, static_cast<size_t>(kRingSmem)) !=
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, kRingThreads, static_cast<size_t>(kRingSmem)) !=
             cudaSuccess) {
       (void)cudaGetLastError();
       return false;
@@ -376,14 +401,27 @@ bool encode_ring_maps(RingArgs& a, const GemmParams& p) {
                          CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-// The ring kernel's launch with layout l (its shared-memory attribute set by ring_usable, which the
-// caller asked).
-template <Format F, typename T, int MT>
-cudaError_t launch_gemv_ring(const GemmParams& p, const RingLayout& l, cudaStream_t stream) {
-  const int64_t tiles = (p.n + kGemvRows - 1) / kGemvRows;
-  const int64_t blocks = (tiles + l.groups - 1) / l.groups;
+// A ring kernel's arguments with layout l, `slots` of its slots used, the tensor maps still to encode.
+template <Format F>
+RingArgs ring_args(const RingLayout& l, int slots) {
+  RingArgs a{};
+  a.l = l;
+  a.slots = slots;
+  a.pf_stages = forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages;
+  a.early = forced_gemv_ring_early() >= 0 ? forced_gemv_ring_early() : kRingEarlyStages;
+  if constexpr (uses_nf4_table(F))  // only NF4's table reads them (E2M1's values are computed)
+    for (int i = 0; i < 16; ++i) a.vals[i] = element_value(F, static_cast<uint32_t>(i));
+  return a;
+}
+
+// A ring kernel's launch on `ctas` CTAs of kRingThreads with kRingSmem (the attribute set by ring_fits,
+// which the caller asked), as a programmatic dependent of the stream's previous kernel, its tensor maps
+// encoded for p here.
+template <Format F, typename Kernel>
+cudaError_t launch_ring_kernel(Kernel kernel, const GemmParams& p, RingArgs& a, int64_t ctas, cudaStream_t stream) {
+  if (!encode_ring_maps<F>(a, p)) return cudaErrorInvalidValue;
   cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks < p.sms ? blocks : p.sms));
+  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
   cfg.blockDim = dim3(kRingThreads);
   cfg.dynamicSmemBytes = static_cast<size_t>(kRingSmem);
   cfg.stream = stream;
@@ -392,40 +430,17 @@ cudaError_t launch_gemv_ring(const GemmParams& p, const RingLayout& l, cudaStrea
   la.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &la;
   cfg.numAttrs = 1;
-  const int fs = forced_gemv_ring_slots();
-  RingArgs a{};
-  a.l = l;
-  a.slots = std::min(l.slots, fs > 0 ? fs : kRingSlots);
-  a.pf_stages = forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages;
-  a.early = forced_gemv_ring_early() >= 0 ? forced_gemv_ring_early() : kRingEarlyStages;
-  if constexpr (uses_nf4_table(F))  // only NF4's table reads them (E2M1's values are computed)
-    for (int i = 0; i < 16; ++i) a.vals[i] = element_value(F, static_cast<uint32_t>(i));
-  if (!encode_ring_maps<F>(a, p)) return cudaErrorInvalidValue;
-  return cudaLaunchKernelEx(&cfg, fp4_gemv_ring_kernel<F, T, MT>, p, a);
+  return cudaLaunchKernelEx(&cfg, kernel, p, a);
 }
 
-// The decode regime (M <= 16): the ring kernel where gemv_ring_mode says so, else the register-load
-// kernel's plans.
-template <Format F, typename T>
-cudaError_t launch_decode(const GemmParams& p, cudaStream_t stream) {
-#if defined(VSTACK_WGMMA)
-  // a forced plan of the register-load kernel (VSTACK_GEMV_SPLIT / _TILES / _WS) is that kernel's
-  const int forced = forced_gemv_ring() >= 0 ? forced_gemv_ring()
-                     : forced_gemv_split() > 0 || forced_gemv_tiles() > 0 || forced_gemv_ws() >= 0 ? 0 : -1;
-  const bool has_ring = kernels::has_sm90_features(p.cc) && p.smem_optin >= kRingSmem;
-  const int g = gemv_ring_mode(p.m, p.n, p.k, F, has_ring, forced, p.sms, forced_gemv_ring_groups());
-  if (g == kRingNone) return forced == 1 && !has_ring ? cudaErrorNotSupported : launch_gemv<F, T>(p, stream);
-  const RingLayout l = ring_layout(p.m, chunk_scale_bytes(F), g);
-  // the instance, picked once: checked, then launched (with 1, an error where this device cannot run it)
-  auto run = [&]<int MT>() {
-    if (!ring_usable<F, T, MT>() || !kernels::tensor_map_encoder())
-      return forced == 1 ? cudaErrorNotSupported : launch_gemv<F, T>(p, stream);
-    return launch_gemv_ring<F, T, MT>(p, l, stream);
-  };
-  return p.m > 8 ? run.template operator()<2>() : run.template operator()<1>();
-#else
-  return launch_gemv<F, T>(p, stream);
-#endif
+// The ring kernel's launch with layout l (the caller asked ring_fits).
+template <Format F, typename T, int MT>
+cudaError_t launch_gemv_ring(const GemmParams& p, const RingLayout& l, cudaStream_t stream) {
+  const int64_t tiles = (p.n + kGemvRows - 1) / kGemvRows;
+  const int64_t blocks = (tiles + l.groups - 1) / l.groups;
+  const int fs = forced_gemv_ring_slots();
+  RingArgs a = ring_args<F>(l, std::min(l.slots, fs > 0 ? fs : kRingSlots));
+  return launch_ring_kernel<F>(fp4_gemv_ring_kernel<F, T, MT>, p, a, blocks < p.sms ? blocks : p.sms, stream);
 }
 
 }  // namespace vstack::quant

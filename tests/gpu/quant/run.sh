@@ -38,6 +38,13 @@ for g in 1 2 4 8; do
     { echo "decode plans with the ring's streamed x at G=$g FAILED:"; tail -30 /tmp/vstack-gemv-plan.log; status=1; }
 done
 [ $status -eq 0 ] && echo "fp4_gpu_tests: decode plans with the ring's streamed x at G = 1, 2, 4, 8 pass"
+# the wide row blocks (Note [Wide row blocks]): forced on with the ring (an error where an instance
+# applies and this device cannot run it), then off (the same shapes on the G plans)
+for e in 1 0; do
+  VSTACK_GEMV_RING=1 VSTACK_GEMV_RING_WIDE=$e "$bin" "[gemv-wide]" > /tmp/vstack-gemv-wide.log 2>&1 ||
+    { echo "wide row blocks with VSTACK_GEMV_RING_WIDE=$e FAILED:"; tail -30 /tmp/vstack-gemv-wide.log; status=1; }
+done
+[ $status -eq 0 ] && echo "fp4_gpu_tests: wide row blocks forced on and off pass"
 # the wgmma GEMM configs (5..8: wg256, wg128, wg128n, wg64n), each with a K split forced (Note [K
 # split]: 3 and 8 slices; the unsplit configs run in the cases above); where the device has no wgmma
 # the mma.sync configs run instead

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "quant/gemv_plan.hpp"
 #include "quant/ref.hpp"
 #include "vstack/kernels.h"
 
@@ -396,6 +398,45 @@ TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quan
   const MatmulShape shapes[] = {{1, 1104, 3200}, {9, 520, 2496}, {16, 312, 4160}, {3, 2072, 1216}, {8, 1000, 6464}};
   for (Format f : kFormats)
     for (const MatmulShape& s : shapes) check_matmul(s, f, s.m == 9 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
+}
+
+// The wide row blocks (Note [Wide row blocks] in quant/gemv_plan.hpp) of each instance GX = 2..7 on this
+// device: N of ceil(tiles / SMs) = GX with a ragged last tile and a last row block with tiles past N; K
+// of one slice (1024), three with a last one of one chunk (2112: not NF4_DQ's, whose rows there span two
+// scale2 groups), four (4096, at GX = 3, 6, 7); 1, 8, 9 and 16 mma columns (M = 16 at GX >= 5: the sums
+// in two passes).
+// Unforced the launcher takes them where they measured faster (ring_wide_pays); run.sh runs the case
+// again with them forced on (an error where an instance applies and this device cannot run it) and off.
+TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant][gemv-wide]") {
+  std::mt19937_64 rng(fresh_seed());
+  int dev = 0, sms = 0;
+  CUDA_OK(cudaGetDevice(&dev));
+  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  REQUIRE(sms >= 16);
+  const char* env = std::getenv("VSTACK_GEMV_RING_WIDE");
+  const int forced = env && *env ? (std::atoi(env) != 0 ? 1 : 0) : -1;  // as quant/env.hpp's env_flag
+  int wide_cases = 0;
+  for (int gx = 2; gx <= 7; ++gx) {
+    int64_t tiles = static_cast<int64_t>(sms) * (gx - 1) + 2;
+    if (tiles % gx == 0) ++tiles;  // the last row block has tiles past N
+    const int64_t n = 16 * tiles - 7;
+    const MatmulShape shapes[] = {{1, n, 2112}, {8, n, 4096}, {16, n, 1024}, {9, n, 4096}};
+    for (const MatmulShape& s : shapes) {
+      if ((s.m == 9 && gx != 7) || (s.m == 8 && gx != 3 && gx != 6)) continue;
+      for (Format f : kFormats) {
+        const int want = ring_wide_tiles(s.m, s.n, s.k, f, sms, forced);
+        const bool applies = !(f == Format::nf4_dq && s.k == 2112) &&
+                             (forced == 1 || (forced == -1 && ring_wide_pays(s.m > 8 ? 2 : 1, gx, f)));
+        CHECK(want == (applies ? gx : 0));
+        wide_cases += want > 0;
+        check_matmul(s, f, s.m == 8 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
+      }
+    }
+  }
+  // forced: 15 shapes x 4 formats, but NF4_DQ at K = 2112 (6); unforced: where ring_wide_pays
+  if (forced == 1) CHECK(wide_cases == 4 * 15 - 6);
+  else if (forced == 0) CHECK(wide_cases == 0);
+  else CHECK(wide_cases >= 30);
 }
 
 // The wgmma GEMM with its K chunks split over work items (Note [K split] in quant/gemm_traits.hpp):

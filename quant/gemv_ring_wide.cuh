@@ -1,0 +1,294 @@
+// The decode ring with wide row blocks (sm_90): Note [Wide row blocks] in quant/gemv_plan.hpp. The
+// producer, the slots and the chunk's arithmetic are the ring kernel's (quant/gemv_ring.cuh); what
+// differs is the order of the stages and where x comes from.
+//
+// A CTA owns one row block of GX tiles (one round: the launch has ceil(tiles / GX) <= SMs CTAs). Its
+// stages run slice-major: slice s (chunks 16 s .. 16 s + 15 of K), tile 0 .. GX - 1. Per slice the
+// producer loads x's 16 chunks x M rows (one box copy, 128-byte swizzled) into one of two x buffers
+// and then one stage per tile (the G = 1 boxes of codes and scales: 16 chunks of one tile). Consumer
+// warp w reads its chunk w's x fragments once per slice, releases the x buffer, and computes chunk w of
+// each of the GX stages into that tile's sums. A stage of a tile past N gets no copy: the producer
+// arrives on its full barrier without bytes, and those stale rows are never stored.
+//
+// Shared memory: region A holds the barriers; region B the two x buffers (16 chunks x 8 or 16 rows x
+// 128 B: 16 / 32 KB, 1024-aligned for the swizzle), then the slots (codes and scales of 16 chunks, 1 KB-
+// aligned). After the last stage the row block's sums, [16 warps][tiles][8 MT columns][kRingSumPitch]
+// fp32, alias region B, written and added in passes of wide_pass(MT) tiles; a thread per (row, column)
+// adds the 16 warps' sums in warp order (deterministic).
+#pragma once
+
+#include "quant/gemv_ring.cuh"
+
+namespace vstack::quant {
+
+// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). GX: tiles per row block (ring_wide_instance).
+// At most 96 registers (__launch_bounds__ of 544 threads): the sums take GX x MT x 4 of them, and ptxas
+// spills 8-64 bytes at MT = 2, GX >= 4, and MT = 1, GX >= 5 for MXFP4 (up to 17 local loads and stores a
+// slice of 16 x GX chunks, none per chunk). More does not launch: __maxnreg__(120) compiled, but every
+// instance above 96 registers failed ring_fits on the H100 (docs/NOTES.md).
+template <Format F, typename T, int MT, int GX>
+__global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_wide_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using D = dev::Dt<T>;
+  namespace hp = hopper;
+  constexpr int SB = chunk_scale_bytes(F);
+  constexpr int64_t kX = wide_x_bytes(MT);
+  constexpr int64_t kCodes = kRingChunks * 512;
+  constexpr int64_t kSlot = wide_slot_bytes(SB);
+  static_assert(kX % kRingSlotAlign == 0, "the slots stay 1 KB-aligned after the x buffers");
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int slots = a.slots;
+  const uint32_t base = hp::smem_addr(smem);
+  if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
+  const int64_t lut_off = kRingLutAddr - base;
+  uint8_t* const region_b = smem + lut_off + kGemvLutBytes;
+  uint8_t* const xbuf = region_b;         // two x buffers
+  uint8_t* const wbuf = region_b + 2 * kX;  // the slots
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem);  // region A: the barriers (the sums alias B)
+  uint64_t* const empty = full + kRingMaxSlots;
+  uint64_t* const xfull = empty + kRingMaxSlots;  // [2]
+  uint64_t* const xempty = xfull + 2;             // [2]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, r = lane & 3;
+  const int kc_total = p.k / 64;
+  const int tiles = (p.n + kGemvRows - 1) / kGemvRows;
+  const int t0 = static_cast<int>(blockIdx.x) * GX;           // the row block's first tile
+  const int S = (kc_total + kRingChunks - 1) / kRingChunks;  // slices of K
+  const int early = min(min(a.early, slots), S * GX);        // stages whose weights precede the wait
+
+  gemv::pdl_launch_dependents();
+  if (warp < kRingWarps) {
+    gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp, lane, uses_nf4_table(F) ? a.vals : nullptr);
+  } else if (lane == 0) {
+    for (int s = 0; s < slots; ++s) {
+      hp::mbar_init(&full[s], 1);
+      hp::mbar_init(&empty[s], kRingWarps);
+    }
+    for (int s = 0; s < 2; ++s) {
+      hp::mbar_init(&xfull[s], 1);
+      hp::mbar_init(&xempty[s], kRingWarps);
+    }
+    hp::fence_barrier_init();
+    // L2 prefetch of the pf_stages stages after the early ones (not x: the previous kernel may be
+    // writing it)
+    for (int i = early; i < early + a.pf_stages && i < S * GX; ++i) {
+      const int t = t0 + i % GX, k0 = i / GX * kRingChunks, nc = min(kRingChunks, kc_total - k0);
+      if (t >= tiles) continue;
+      gemv::prefetch_l2(p.codes + gemm_chunk(kGemvRows * t, k0, p.k), nc * 512);
+      gemv::prefetch_l2(p.scales + gemm_scale_chunk(kGemvRows * t, k0, p.k, SB), nc * 16 * SB);
+    }
+  }
+  __syncthreads();
+  const uint32_t w_bytes = static_cast<uint32_t>(kRingChunks * (512 + 16 * SB));
+  const uint32_t x_bytes = static_cast<uint32_t>(kRingChunks * a.l.x_pitch);
+  uint64_t pol_w = 0, pol_x = 0;
+  // stage i's weight boxes into slot `slot`: slice i / GX of tile t0 + i % GX; a tile past N gets no
+  // copy (the phase completes; its rows are never stored)
+  auto load_stage = [&](int i, int slot) {
+    const int t = t0 + i % GX;
+    if (t >= tiles) {
+      hp::mbar_arrive(&full[slot]);
+      return;
+    }
+    uint8_t* dst = wbuf + slot * kSlot;
+    hp::mbar_arrive_expect_tx(&full[slot], w_bytes);
+    hp::tma_load_3d(dst, &a.mw, &full[slot], 0, i / GX * kRingChunks, t, pol_w);
+    hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, i / GX * kRingChunks, t, pol_w);
+  };
+  if (warp == kRingWarps && lane == 0) {
+    hp::prefetch_tensor_map(&a.mw);
+    hp::prefetch_tensor_map(&a.ms);
+    hp::prefetch_tensor_map(&a.mx);
+    pol_w = hp::l2_policy(false);
+    pol_x = hp::l2_policy(true);
+    for (int i = 0; i < early; ++i) load_stage(i, i);  // the weights of the first stages (Note [Early weights])
+  }
+  gemv::pdl_wait();
+
+  if (warp == kRingWarps) {  // the producer
+    if (lane == 0) {
+      int slot = 0, phase = 0, xs = 0, xph = 0;
+      for (int s = 0, i = 0; s < S; ++s) {
+        hp::mbar_wait(&xempty[xs], xph ^ 1);
+        hp::mbar_arrive_expect_tx(&xfull[xs], x_bytes);
+        hp::tma_load_3d(xbuf + xs * kX, &a.mx, &xfull[xs], 0, 0, s * kRingChunks, pol_x);
+        if (++xs == 2) {
+          xs = 0;
+          xph ^= 1;
+        }
+        for (int t = 0; t < GX; ++t, ++i) {
+          if (i >= early) {  // else its weights are on their way (slot i, armed)
+            hp::mbar_wait(&empty[slot], phase ^ 1);
+            load_stage(i, slot);
+          }
+          if (++slot == slots) {
+            slot = 0;
+            phase ^= 1;
+          }
+        }
+      }
+    }
+    return;  // the consumers synchronise by named barrier 1 only
+  }
+
+  // This lane's x fragments: chunk `warp` of the slice, rows (lane & 7) + 8 mt
+  int xoff[2];
+  gemv::ring_x_offsets(xoff, warp * p.m, lane, 0);
+  hp::named_barrier_sync(1, kRingWarps * 32);
+  uint32_t lane4 = static_cast<uint32_t>(lane) * 4 | static_cast<uint32_t>(kRingLutAddr);
+  const auto lookup = gemv::ring_lookup(lane4);
+  const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;
+  const T* bias = static_cast<const T*>(p.bias);
+  T* y = static_cast<T*>(p.y);
+  constexpr int MC = 8 * MT;  // columns of the sums
+  int code_off, scale_off;  // this lane's bytes of chunk `warp` in a slot
+  gemv::slot_offsets<SB>(warp, lane, code_off, scale_off);
+  float acc[GX][MT][4];
+#pragma unroll
+  for (int t = 0; t < GX; ++t)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[t][mt][e] = 0.0f;
+  // NF4_DQ: the scale2 value of rows g, g + 8 of each tile (a row's blocks lie in one group:
+  // ring_wide_tiles); rows past N are never stored
+  float g2v[GX][2];
+  if constexpr (F == Format::nf4_dq) {
+#pragma unroll
+    for (int t = 0; t < GX; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = kGemvRows * (t0 + t) + g + 8 * h;
+        g2v[t][h] = row < p.n ? __ldg(p.scale2 + (static_cast<int64_t>(row) * kc_total) / kDqGroup) : 0.0f;
+      }
+  }
+  int slot = 0, phase = 0, xs = 0, xph = 0;
+  for (int s = 0; s < S; ++s) {
+    // Kept in registers: ptxas otherwise recomputes these lane offsets from %tid in every trip.
+    gemv::pin(code_off);
+    gemv::pin(scale_off);
+    gemv::pin(lane4);
+    gemv::pin(xoff[0]);
+    gemv::pin(xoff[1]);
+    const int kc = s * kRingChunks + warp;  // chunks past K: zero x and zero scales, they add 0
+    hp::mbar_wait(&xfull[xs], xph);
+    uint32_t bx[MT][4][2];
+    {
+      int xo[MT][2];  // an immediate offset for mt = 1
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128;
+      gemv::x_fragments<MT, false>(bx, xbuf + xs * kX, xo, 0);
+    }
+    __syncwarp();
+    if (lane == 0) hp::mbar_arrive(&xempty[xs]);
+    if (++xs == 2) {
+      xs = 0;
+      xph ^= 1;
+    }
+#pragma unroll
+    for (int t = 0; t < GX; ++t) {
+      const uint8_t* sp = wbuf + slot * kSlot;
+      hp::mbar_wait(&full[slot], phase);
+      uint2 lo, hi;
+      uint32_t s_a, s_b;
+      gemv::slot_chunk<SB>(sp, code_off, scale_off, lo, hi, s_a, s_b);
+      __syncwarp();
+      if (lane == 0) hp::mbar_arrive(&empty[slot]);
+      if (++slot == slots) {
+        slot = 0;
+        phase ^= 1;
+      }
+      const int n0 = kGemvRows * (t0 + t);
+      if constexpr (F == Format::nf4_dq) {
+        auto g2 = [&](int h) { return g2v[t][h]; };
+        gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(acc[t], p, bx, g, kc_total, 0, kc, lo, hi,
+                                                                           s_a, s_b, n0, lookup, g2);
+      } else {
+        gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc[t], p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0,
+                                                              lookup);
+      }
+    }
+  }
+  // The sums, aliasing region B: every stage has been consumed and nothing more is in flight (one row
+  // block). Passes of P tiles: each warp writes [warp][tile][column][row], then a thread per (row,
+  // column) adds the warps' in warp order.
+  float* sums = reinterpret_cast<float*>(region_b);
+  constexpr int P = wide_pass(MT) < GX ? wide_pass(MT) : GX;
+#pragma unroll
+  for (int tp = 0; tp < GX; tp += P) {
+    const int np = GX - tp < P ? GX - tp : P;
+    hp::named_barrier_sync(1, kRingWarps * 32);  // region B free: the slots' last reads, or the last pass's sums
+#pragma unroll
+    for (int tt = 0; tt < P && tp + tt < GX; ++tt)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          sums[((warp * P + tt) * MC + mt * 8 + 2 * r + (e & 1)) * kRingSumPitch + g + 8 * (e >> 1)] = acc[tp + tt][mt][e];
+    hp::named_barrier_sync(1, kRingWarps * 32);
+    for (int i = tid; i < np * kGemvRows * p.m; i += kRingWarps * 32) {  // consecutive threads: consecutive rows
+      const int nl = i % (np * kGemvRows), m = i / (np * kGemvRows);
+      const int n = kGemvRows * (t0 + tp) + nl;
+      if (n >= p.n) continue;
+      const float* src = sums + (nl / kGemvRows * MC + m) * kRingSumPitch + nl % kGemvRows;
+      float v = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kRingWarps; ++w) v += src[w * P * MC * kRingSumPitch];
+      v *= gs;
+      if (bias) v += D::to_f(bias[n]);
+      y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
+    }
+  }
+#else
+  (void)p;
+  (void)a;
+#endif
+}
+
+// The wide kernel's launch: one CTA per row block of GX tiles (the caller checked GX = ceil(tiles /
+// SMs), so one round, and asked ring_fits).
+template <Format F, typename T, int MT, int GX>
+cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
+  const int64_t blocks = ((p.n + kGemvRows - 1) / kGemvRows + GX - 1) / GX;
+  if (blocks > p.sms) return cudaErrorInvalidValue;  // one round only (the sums alias the slots)
+  const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F));
+  RingArgs a = ring_args<F>(l, l.slots);
+  return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX>, p, a, blocks, stream);
+}
+
+// The instance of GX (ring_wide_instance: 2..7): whether this device runs it, and its launch.
+template <Format F, typename T, int MT>
+struct WideInstance {
+  template <int GX>
+  static bool fits() {
+    return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX>>();
+  }
+  static bool usable(int gx) {
+    static_assert(kRingWideMax == 7, "an instance per GX below");
+    switch (gx) {
+      case 2: return fits<2>();
+      case 3: return fits<3>();
+      case 4: return fits<4>();
+      case 5: return fits<5>();
+      case 6: return fits<6>();
+      case 7: return fits<7>();
+      default: return false;
+    }
+  }
+  static cudaError_t launch(const GemmParams& p, int gx, cudaStream_t stream) {
+    switch (gx) {
+      case 2: return launch_gemv_wide<F, T, MT, 2>(p, stream);
+      case 3: return launch_gemv_wide<F, T, MT, 3>(p, stream);
+      case 4: return launch_gemv_wide<F, T, MT, 4>(p, stream);
+      case 5: return launch_gemv_wide<F, T, MT, 5>(p, stream);
+      case 6: return launch_gemv_wide<F, T, MT, 6>(p, stream);
+      case 7: return launch_gemv_wide<F, T, MT, 7>(p, stream);
+      default: return cudaErrorInvalidValue;
+    }
+  }
+};
+
+}  // namespace vstack::quant
