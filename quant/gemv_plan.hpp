@@ -340,7 +340,8 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
 // Measured (H100, driver 580.159.04, 2026-11-23, bench_fp4.py, bf16, the choosing call: wide two runs,
 // base one or two; bench/RESULTS.md "Session 17"), wide against the G plans at M = 1 / 8 / 16, the four
 // formats' range:
-//   GX 2 (4096^2) 0.90-0.92 / 0.92-0.95 / 0.94-1.00; (4096x14336) 0.95-0.98 / 0.96-0.99 / 0.93-0.99
+//   GX 2 (4096^2) 0.90-0.92 / 0.92-0.95 / 0.94-1.00; (4096x14336) 0.95-0.98 / 0.96-0.99 / 0.93-0.99, and
+//        0.98-1.01 / 0.99-1.02 / 0.96-1.00 in a later call of four alternations (within its spread, +-2 %)
 //   GX 3 (6144x4096) 0.83-0.84 / 0.85-0.86 / 0.87-0.92
 //   GX 4 (8192^2) 0.94-0.97 / 0.97-0.98 / 1.00-1.06
 //   GX 5 (10240x8192) 0.86-0.93 / 0.88-0.94 / 0.86-0.90
