@@ -7,7 +7,7 @@
 namespace vstack::quant {
 
 // VSTACK_GEMV_RING_WIDE=0 / 1: never / wherever an instance applies, the wide kernel (Note [Wide row
-// blocks]; benchmarks and tests); unset: where the row-block model prefers it.
+// blocks]; benchmarks and tests); unset: where it measured faster (ring_wide_pays).
 inline int forced_gemv_ring_wide() {
   static const int v = env_flag("VSTACK_GEMV_RING_WIDE");
   return v;

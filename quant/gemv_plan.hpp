@@ -7,8 +7,8 @@
 // thread-block cluster and sum through distributed shared memory in rank order
 // (deterministic, no workspace). Weights go straight from global memory into
 // registers (no shared-memory ring; on sm_90 the ring kernels of quant/gemv_ring.cuh and
-// quant/gemv_ring_wide.cuh take every M <= 16 shape, Note [Ring kernel], but NF4_DQ with K > 16384), so a CTA only holds the code-pair table
-// (64 KB), 32 KB of reduction buffers and x's K slice (<= 128 KB); one CTA of
+// quant/gemv_ring_wide.cuh take every M <= 16 shape, Note [Ring kernel], but NF4_DQ with K > 16384),
+// so a CTA only holds the code-pair table (64 KB), 32 KB of reduction buffers and x's K slice (<= 128 KB); one CTA of
 // 16 warps per SM (registers: __launch_bounds__(512, 1)).
 //
 // With S > 1 the partials meet either in a cluster (distributed shared memory) or in a global
