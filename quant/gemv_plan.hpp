@@ -335,7 +335,7 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
 // tile-chunk a stage, a CTA GX x K / 1024 stages in one row block, and x's fragments are read once a
 // slice for GX tiles instead of once a stage. One round only: the row block's sums (GX tiles x 16 warps
 // of fragments) alias the slots once the last stage is consumed. Instances GX = 2..7, within 96
-// registers (quant/gemv_ring_wide.cuh: the sums take GX x MT x 4). NF4_DQ where a row's blocks lie in
+// registers at MT = 1 and 112 at MT = 2 (wide_threads; the sums take GX x MT x 4). NF4_DQ where a row's blocks lie in
 // one scale2 group (K / 64 divides kDqGroup): one value per row and tile.
 // Measured (H100, driver 580.159.04, 2026-11-23, bench_fp4.py, bf16, the choosing call: wide two runs,
 // base one or two; bench/RESULTS.md "Session 17"), wide against the G plans at M = 1 / 8 / 16, the four
@@ -354,7 +354,25 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
 // instances that spill at the 96-register cap: MXFP4 (the E8M0 pair decode) at MT = 1, GX >= 6 (32 bytes),
 // and MT = 2 at GX = 7 (16-64 bytes); and 8192^2 at M = 16 (GX = 4), not understood. ring_wide_pays is that
 // table: the launcher takes the wide kernel where it was faster.
+// Session 18 (same H100, four alternations a call): MT = 2 with 112 registers (a producer warpgroup
+// lending its registers, wide_threads) against 96, both forced: GX 5 0.98-0.99, GX 6 0.97-1.01, GX 2-3
+// 0.98-1.01, GX 4 still 1.01-1.05 against the G plan (so not the spills); GX 7 against the G plan NVFP4
+// 0.97, NF4_DQ 1.00, NF4 1.01, MXFP4 1.04, so GX 7 is taken for NVFP4 only. The launcher's choice at
+// M = 16 against session 17's: 0.99 over 28 cells, 14336x4096 NVFP4 0.95 (64.7 -> 67.9 % of the read
+// stream), 4096x14336 / 4096^2 NVFP4 0.97, MXFP4 at GX 6 1.015 (bench/RESULTS.md "Session 18").
 inline constexpr int kRingWideMax = 7;
+// The wide kernel's CTA. MT = 1: the ring kernel's 16 consumer warps and one producer warp, 96 registers
+// a thread (17 warps get no more: docs/NOTES.md). MT = 2: a producer warpgroup (one lane works) that
+// hands registers to the consumers with setmaxnreg, 112 against 96: the MT = 2 instances spilled 8-64
+// bytes at 96 and none or a few bytes (MXFP4 at GX >= 5) at 112. A CTA launches with 96 a thread (640
+// threads) and setmaxnreg moves registers within the CTA's own pool only (120 for the consumers hung).
+// At MT = 1 it measured 1-3 % slower at GX = 7 and within 1 % elsewhere, so MT = 1 keeps 17 warps.
+constexpr int wide_threads(int mt) { return mt == 2 ? 32 * (kRingWarps + 4) : kRingThreads; }
+inline constexpr int kWideLaunchRegs = 65536 / wide_threads(2) / 8 * 8;
+inline constexpr int kWideConsumerRegs = 112;
+inline constexpr int kWideProducerRegs = 24;
+static_assert(kRingWarps * 32 * kWideConsumerRegs + 128 * kWideProducerRegs <= wide_threads(2) * kWideLaunchRegs,
+              "setmaxnreg within the CTA's registers");
 constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWideMax; }
 
 // An x buffer: 16 chunks x 8 (M <= 8) or 16 rows of 128 bytes; the ldmatrix rows past M stay in it.
@@ -383,7 +401,7 @@ constexpr int wide_pass(int mt) { return static_cast<int>(kRingBBytes / (kRingWa
 // MT (1: M <= 8, 2: M <= 16) and GX.
 constexpr bool ring_wide_pays(int mt, int64_t gx, Format f) {
   if (mt == 1) return gx <= 5 || f != Format::mxfp4;
-  return gx == 2 || gx == 3 || gx == 5 || gx == 6;
+  return gx == 2 || gx == 3 || gx == 5 || gx == 6 || (gx == 7 && f == Format::nvfp4);
 }
 
 // GX of the wide kernel for the decode launcher, or 0 (then gemv_ring_mode's G): GX = ceil(tiles / sms)

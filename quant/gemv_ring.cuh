@@ -364,16 +364,16 @@ inline int forced_gemv_ring_groups() {
   return v;
 }
 
-// Whether a CTA of a ring kernel (its 544 threads) fits an SM of this device with kRingSmem of dynamic
-// shared memory (with whatever static and reserved shared memory it has; the layouts assume no static)
-// and its registers. Asked once per kernel, which is left opted in to kRingSmem; single device assumed.
-template <auto Kernel>
+// Whether a CTA of a ring kernel (Threads: 544, or wide_threads) fits an SM of this device with
+// kRingSmem of dynamic shared memory (with whatever static and reserved shared memory it has; the
+// layouts assume no static) and its registers. Asked once per kernel, which is left opted in to kRingSmem; single device assumed.
+template <auto Kernel, int Threads = kRingThreads>
 bool ring_fits() {
   static const bool ok = [] {
     int n = 0;
     if (cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kRingSmem)) !=
             cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, kRingThreads, static_cast<size_t>(kRingSmem)) !=
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, Threads, static_cast<size_t>(kRingSmem)) !=
             cudaSuccess) {
       (void)cudaGetLastError();
       return false;
@@ -414,15 +414,16 @@ RingArgs ring_args(const RingLayout& l, int slots) {
   return a;
 }
 
-// A ring kernel's launch on `ctas` CTAs of kRingThreads with kRingSmem (the attribute set by ring_fits,
-// which the caller asked), as a programmatic dependent of the stream's previous kernel, its tensor maps
-// encoded for p here.
+// A ring kernel's launch on `ctas` CTAs of `threads` (kRingThreads, or wide_threads) with kRingSmem
+// (the attribute set by ring_fits, which the caller asked), as a programmatic dependent of the stream's
+// previous kernel, its tensor maps encoded for p here.
 template <Format F, typename Kernel>
-cudaError_t launch_ring_kernel(Kernel kernel, const GemmParams& p, RingArgs& a, int64_t ctas, cudaStream_t stream) {
+cudaError_t launch_ring_kernel(Kernel kernel, const GemmParams& p, RingArgs& a, int64_t ctas, cudaStream_t stream,
+                               int threads = kRingThreads) {
   if (!encode_ring_maps<F>(a, p)) return cudaErrorInvalidValue;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(ctas));
-  cfg.blockDim = dim3(kRingThreads);
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
   cfg.dynamicSmemBytes = static_cast<size_t>(kRingSmem);
   cfg.stream = stream;
   cudaLaunchAttribute la{};

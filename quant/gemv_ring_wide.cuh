@@ -22,12 +22,13 @@
 namespace vstack::quant {
 
 // MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). GX: tiles per row block (ring_wide_instance).
-// At most 96 registers (__launch_bounds__ of 544 threads): the sums take GX x MT x 4 of them, and ptxas
-// spills 8-64 bytes at MT = 2, GX >= 4, and MT = 1, GX >= 5 for MXFP4 (up to 17 local loads and stores a
-// slice of 16 x GX chunks, none per chunk). More does not launch: __maxnreg__(120) compiled, but every
-// instance above 96 registers failed ring_fits on the H100 (docs/NOTES.md).
+// Registers (wide_threads, quant/gemv_plan.hpp): the sums take GX x MT x 4 of them. MT = 1: 96, the most
+// a 544-thread CTA launches with (__maxnreg__(120) compiled, but those instances failed ring_fits on
+// the H100); ptxas spills 8-32 bytes for MXFP4 at GX >= 5. MT = 2: a producer warpgroup, whose lanes but
+// one only lend registers (setmaxnreg), and 112 for the consumers; spills 8-32 bytes for MXFP4 / NF4 at
+// GX >= 5 (at 96 it spilled 8-64 bytes from GX = 4 on). docs/NOTES.md has the measurements.
 template <Format F, typename T, int MT, int GX>
-__global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_wide_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
+__global__ void __launch_bounds__(wide_threads(MT), 1) fp4_gemv_wide_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using D = dev::Dt<T>;
   namespace hp = hopper;
@@ -60,7 +61,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_wide_kernel(const Ge
   gemv::pdl_launch_dependents();
   if (warp < kRingWarps) {
     gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp, lane, uses_nf4_table(F) ? a.vals : nullptr);
-  } else if (lane == 0) {
+  } else if (warp == kRingWarps && lane == 0) {
     for (int s = 0; s < slots; ++s) {
       hp::mbar_init(&full[s], 1);
       hp::mbar_init(&empty[s], kRingWarps);
@@ -106,8 +107,10 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_wide_kernel(const Ge
   }
   gemv::pdl_wait();
 
-  if (warp == kRingWarps) {  // the producer
-    if (lane == 0) {
+  constexpr bool kShift = wide_threads(MT) > kRingThreads;  // a producer warpgroup lends registers
+  if (warp >= kRingWarps) {  // the producer: lane 0 of warp 16
+    if constexpr (kShift) hp::setmaxnreg_dec<kWideProducerRegs>();
+    if (warp == kRingWarps && lane == 0) {
       int slot = 0, phase = 0, xs = 0, xph = 0;
       for (int s = 0, i = 0; s < S; ++s) {
         hp::mbar_wait(&xempty[xs], xph ^ 1);
@@ -132,6 +135,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_wide_kernel(const Ge
     return;  // the consumers synchronise by named barrier 1 only
   }
 
+  if constexpr (kShift) hp::setmaxnreg_inc<kWideConsumerRegs>();
   // This lane's x fragments: chunk `warp` of the slice, rows (lane & 7) + 8 mt
   int xoff[2];
   gemv::ring_x_offsets(xoff, warp * p.m, lane, 0);
@@ -256,7 +260,7 @@ cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
   if (blocks > p.sms) return cudaErrorInvalidValue;  // one round only (the sums alias the slots)
   const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F));
   RingArgs a = ring_args<F>(l, l.slots);
-  return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX>, p, a, blocks, stream);
+  return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX>, p, a, blocks, stream, wide_threads(MT));
 }
 
 // The instance of GX (ring_wide_instance: 2..7): whether this device runs it, and its launch.
@@ -264,7 +268,7 @@ template <Format F, typename T, int MT>
 struct WideInstance {
   template <int GX>
   static bool fits() {
-    return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX>>();
+    return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX>, wide_threads(MT)>();
   }
   static bool usable(int gx) {
     static_assert(kRingWideMax == 7, "an instance per GX below");

@@ -505,6 +505,15 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   CHECK((2 * kRingMaxSlots + 4) * 8 <= kRingABytes);  // full, empty, and the x buffers' two pairs
   CHECK(wide_pass(1) >= kRingWideMax);                  // M <= 8: one pass
   for (int gx = 0; gx <= 9; ++gx) CHECK(ring_wide_instance(gx) == (gx >= 2 && gx <= 7));
+  // MT = 1: the ring kernel's 17 warps; MT = 2: a producer warpgroup whose registers setmaxnreg lends
+  // to the consumers, within the CTA's pool, and within a sub-partition (4 consumer warps, 1 producer)
+  STATIC_REQUIRE(wide_threads(1) == kRingThreads);
+  STATIC_REQUIRE(wide_threads(2) == 640);
+  STATIC_REQUIRE(kWideLaunchRegs == 96);
+  STATIC_REQUIRE(kWideConsumerRegs % 8 == 0);
+  STATIC_REQUIRE(kWideConsumerRegs > kWideLaunchRegs);
+  STATIC_REQUIRE(kRingWarps * 32 * kWideConsumerRegs + 128 * kWideProducerRegs <= 640 * kWideLaunchRegs);
+  STATIC_REQUIRE(4 * 32 * kWideConsumerRegs + 32 * kWideProducerRegs <= 16384);
   // the epilogue's reads of a pass: thread i, row i % 16 of tile i / 16 % np, column i / (16 np); each
   // warp at most two lanes per bank (tiles MC x kRingSumPitch floats apart: 0 mod 32)
   for (int mc : {8, 16})
@@ -523,7 +532,10 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   // the bench shapes and the measured choice (Note [Wide row blocks])
   CHECK(wide(1, 14336, 4096) == 7);   // 896 tiles: 128 row blocks of 7, against 112 of G = 8
   CHECK(wide(8, 14336, 4096) == 7);
-  CHECK(wide(16, 14336, 4096) == 0);  // MT = 2 at GX = 7: slower (it spills)
+  CHECK(wide(16, 14336, 4096) == 7);  // MT = 2 at GX = 7: NVFP4 only (112 registers, no spill)
+  CHECK(wide(16, 14336, 4096, Format::nf4) == 0);
+  CHECK(wide(16, 14336, 4096, Format::mxfp4) == 0);
+  CHECK(wide(16, 14336, 4096, Format::nf4_dq) == 0);
   CHECK(wide(1, 14336, 4096, Format::mxfp4) == 0);  // MXFP4 at GX >= 6: slower
   CHECK(wide(1, 12288, 4096, Format::mxfp4) == 0);
   CHECK(wide(1, 10240, 8192, Format::mxfp4) == 5);
