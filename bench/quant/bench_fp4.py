@@ -14,6 +14,9 @@ The bars use the figure of the same access mix: the GEMM (reads weights,
 writes almost nothing) against the read-only stream, quantize/dequantize
 (read one tensor, write another) against the copy. Both %s are printed.
 "bytes" of a GEMM = weight codes + scales + x + y.
+
+To compare libraries or settings, run this with --json <variant>_<run>.json for each variant in
+alternation, then bench/quant/compare.py on the folder (medians, ratios, per-run ranges).
 """
 
 import argparse

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Compare variants of the FP4 GEMM benchmark: per cell the median time of each variant, its % of the
+read-only stream, and the ratio of each variant's median to the reference's, with the range of the
+per-run ratios (run i of a variant against run i of the reference, so a drift over the call shows).
+
+Input: a folder of `bench_fp4.py --json` files named <variant>_<run>.json (the variant is the name up to
+the first underscore). Run the variants in alternation (A B A B ..., three or more rounds) in one device
+call: two runs each proved unreliable (docs/NOTES.md, session 17).
+
+Usage: python3 bench/quant/compare.py DIR [--order base,new,...]   (the first of --order is the reference)
+"""
+
+import argparse
+import glob
+import json
+import math
+import os
+import statistics
+import sys
+
+FORMATS = ("nvfp4", "mxfp4", "nf4", "nf4_dq")
+
+
+def load(folder):
+    """{(N, K, M, fmt): {variant: {run: (us, pct_read)}}} from the folder's JSON files."""
+    cells = {}
+    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
+        name = os.path.basename(path)[: -len(".json")]
+        variant, _, run = name.partition("_")
+        with open(path) as f:
+            res = json.load(f)
+        for row in res.get("gemm", []):
+            for fmt in FORMATS:
+                if fmt in row:
+                    key = (row["N"], row["K"], row["M"], fmt)
+                    cells.setdefault(key, {}).setdefault(variant, {})[run] = (row[fmt]["us"], row[fmt]["pct_read"])
+    return cells
+
+
+def compare(cells, order):
+    """Rows (key, {variant: (median us, median %read)}, {variant: (ratio, lo, hi)}) and the geometric
+    mean of each non-reference variant's ratios, over the cells the reference and it both have."""
+    ref = order[0]
+    rows, logs = [], {v: [] for v in order[1:]}
+    for key in sorted(cells):
+        c = cells[key]
+        if ref not in c:
+            continue
+        med = {v: (statistics.median(u for u, _ in c[v].values()), statistics.median(p for _, p in c[v].values()))
+               for v in order if v in c}
+        ratios = {}
+        for v in order[1:]:
+            if v not in c:
+                continue
+            per_run = [c[v][r][0] / c[ref][r][0] for r in c[v] if r in c[ref]]
+            ratio = med[v][0] / med[ref][0]
+            ratios[v] = (ratio, min(per_run, default=ratio), max(per_run, default=ratio))
+            logs[v].append(math.log(ratio))
+        rows.append((key, med, ratios))
+    geo = {v: (math.exp(sum(l) / len(l)), len(l)) for v, l in logs.items() if l}
+    return rows, geo
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir")
+    ap.add_argument("--order", default=None, help="variants, the reference first (default: all, sorted)")
+    a = ap.parse_args(argv)
+    cells = load(a.dir)
+    variants = sorted({v for c in cells.values() for v in c})
+    order = a.order.split(",") if a.order else variants
+    if not cells or order[0] not in variants:
+        print(f"compare: no runs of the reference '{order[0]}' in {a.dir} (variants: {variants})", file=sys.stderr)
+        return 1
+    rows, geo = compare(cells, order)
+    ref = order[0]
+    print(f"{'shape':>11s} {'M':>4s} {'format':7s} " + " ".join(f"{v + ' us':>10s} {'%read':>6s}" for v in order) +
+          "".join(f"  {v + ' / ' + ref:>20s}" for v in order[1:]))
+    for (n, k, m, fmt), med, ratios in rows:
+        line = f"{n:5d}x{k:<5d} {m:4d} {fmt:7s} "
+        line += " ".join(f"{med[v][0]:10.2f} {med[v][1]:6.1f}" if v in med else f"{'-':>10s} {'-':>6s}" for v in order)
+        for v in order[1:]:
+            line += f"  {ratios[v][0]:7.3f} ({ratios[v][1]:.2f}-{ratios[v][2]:.2f})" if v in ratios else f"  {'-':>20s}"
+        print(line)
+    for v, (g, n) in geo.items():
+        print(f"geometric mean {v} / {ref}: {g:.4f} over {n} cells")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
