@@ -335,8 +335,8 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
 // tile-chunk a stage, a CTA GX x K / 1024 stages in one row block, and x's fragments are read once a
 // slice for GX tiles instead of once a stage. One round only: the row block's sums (GX tiles x 16 warps
 // of fragments) alias the slots once the last stage is consumed. Instances GX = 2..7, within 96
-// registers at MT = 1 and 112 at MT = 2 (wide_threads; the sums take GX x MT x 4). NF4_DQ where a row's blocks lie in
-// one scale2 group (K / 64 divides kDqGroup): one value per row and tile.
+// registers at MT = 1 and 112 at MT = 2 (wide_threads; the sums take GX x MT x 4). NF4_DQ where a
+// row's blocks lie in one scale2 group (K / 64 divides kDqGroup): one value per row and tile.
 // Measured (H100, driver 580.159.04, 2026-11-23, bench_fp4.py, bf16, the choosing call: wide two runs,
 // base one or two; bench/RESULTS.md "Session 17"), wide against the G plans at M = 1 / 8 / 16, the four
 // formats' range:

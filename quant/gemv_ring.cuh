@@ -366,7 +366,8 @@ inline int forced_gemv_ring_groups() {
 
 // Whether a CTA of a ring kernel (Threads: 544, or wide_threads) fits an SM of this device with
 // kRingSmem of dynamic shared memory (with whatever static and reserved shared memory it has; the
-// layouts assume no static) and its registers. Asked once per kernel, which is left opted in to kRingSmem; single device assumed.
+// layouts assume no static) and its registers. Asked once per kernel, which is left opted in to
+// kRingSmem; single device assumed.
 template <auto Kernel, int Threads = kRingThreads>
 bool ring_fits() {
   static const bool ok = [] {
