@@ -336,7 +336,8 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
 // slice for GX tiles instead of once a stage. One round only: the row block's sums (GX tiles x 16 warps
 // of fragments) alias the slots once the last stage is consumed. Instances GX = 2..7, within 96
 // registers at MT = 1 and 112 at MT = 2 (wide_threads; the sums take GX x MT x 4). NF4_DQ where a
-// row's blocks lie in one scale2 group (K / 64 divides kDqGroup): one value per row and tile.
+// row's blocks lie in one scale2 group (K / 64 divides kDqGroup: one value per row and tile), or in two
+// at GX <= kWideDq2Max (4096x14336).
 // Measured (H100, driver 580.159.04, 2026-11-23, bench_fp4.py, bf16, the choosing call: wide two runs,
 // base one or two; bench/RESULTS.md "Session 17"), wide against the G plans at M = 1 / 8 / 16, the four
 // formats' range:
@@ -352,14 +353,24 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
 // (12288x4096, 14336x4096 at M <= 8) there is little left to gain, and where it reads 55-70 % (4096^2,
 // 6144x4096, M = 16) x's fragments read once a slice pay even at a power of two. The losses are the
 // instances that spill at the 96-register cap: MXFP4 (the E8M0 pair decode) at MT = 1, GX >= 6 (32 bytes),
-// and MT = 2 at GX = 7 (16-64 bytes); and 8192^2 at M = 16 (GX = 4), not understood. ring_wide_pays is that
-// table: the launcher takes the wide kernel where it was faster.
+// and MT = 2 at GX = 7 (16-64 bytes); and 8192^2 at M = 16 (GX = 4), not understood (session 19: the
+// ring's depth, below). ring_wide_pays is that table: the launcher takes the wide kernel where it was
+// faster.
 // Session 18 (same H100, four alternations a call): MT = 2 with 112 registers (a producer warpgroup
 // lending its registers, wide_threads) against 96, both forced: GX 5 0.98-0.99, GX 6 0.97-1.01, GX 2-3
 // 0.98-1.01, GX 4 still 1.01-1.05 against the G plan (so not the spills); GX 7 against the G plan NVFP4
 // 0.97, NF4_DQ 1.00, NF4 1.01, MXFP4 1.04, so GX 7 is taken for NVFP4 only. The launcher's choice at
 // M = 16 against session 17's: 0.99 over 28 cells, 14336x4096 NVFP4 0.95 (64.7 -> 67.9 % of the read
 // stream), 4096x14336 / 4096^2 NVFP4 0.97, MXFP4 at GX 6 1.015 (bench/RESULTS.md "Session 18").
+// Session 19: the x buffers moved to region A where they fit (kWideXAddr; 7 slots at MT = 2 instead of 3,
+// 8 at MT = 1 instead of 7) and the ring became R GX slots with constant slot indices in the consumers'
+// unrolled loop (wide_ring_slots: ~7 SASS fewer per tile-chunk at MT = 2 GX = 4, 107 -> 99.5). Forced
+// wherever an instance applies, against HEAD's choice (four alternations; bench/RESULTS.md "Session
+// 19"): geometric mean 0.969 over 84 cells (the slots alone 0.989); at M = 16 0.90-0.99 everywhere, the
+// G plans it now replaces included (8192^2 GX 4 0.94-0.99, 14336x4096 GX 7 0.93-0.97); at M <= 8 0.93-1.01
+// but MXFP4 at GX 7 (14336x4096, M = 8) 1.017 against the G plan. So every MT = 2 instance pays, and
+// MT = 1 but MXFP4 at GX = 7. Session 17's unexplained loss at 8192^2 M = 16 was mostly the ring's depth:
+// the slots alone took it from 1.01-1.05x the G plan to 0.95-1.01x, the constant slots to 0.94-0.99x.
 inline constexpr int kRingWideMax = 7;
 // The wide kernel's CTA. MT = 1: the ring kernel's 16 consumer warps and one producer warp, 96 registers
 // a thread (17 warps get no more: docs/NOTES.md). MT = 2: a producer warpgroup (one lane works) that
@@ -374,24 +385,48 @@ inline constexpr int kWideProducerRegs = 24;
 static_assert(kRingWarps * 32 * kWideConsumerRegs + 128 * kWideProducerRegs <= wide_threads(2) * kWideLaunchRegs,
               "setmaxnreg within the CTA's registers");
 constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWideMax; }
+// NF4_DQ: the instances up to this GX also take K whose rows span two scale2 groups (K / 64 <= kDqGroup
+// and not a divisor of it: three values a row and tile in registers), the others one group only.
+inline constexpr int kWideDq2Max = 3;
 
 // An x buffer: 16 chunks x 8 (M <= 8) or 16 rows of 128 bytes; the ldmatrix rows past M stay in it.
 constexpr int64_t wide_x_bytes(int mt) { return kRingChunks * 8 * mt * 128; }
 constexpr int64_t wide_slot_bytes(int sb) { return round_up(ring_slot_bytes(sb), kRingSlotAlign); }
+// The wide kernel's region A holds only its barriers (its sums alias B), so x buffers go there too, from
+// kWideXAddr (1 KB-aligned for the swizzle, above the barriers wherever dynamic shared memory starts):
+// both at MT = 1 (16 KB each), one at MT = 2 (32 KB); the rest lie in B before the slots. (Session 19:
+// this gave MT = 2 seven slots instead of three, MT = 1 eight instead of seven.)
+inline constexpr int64_t kWideXAddr = 0x8000;
+static_assert(kWideXAddr % kRingSlotAlign == 0 && kWideXAddr >= kRingBaseMax + (2 * kRingMaxSlots + 4) * 8,
+              "the x buffers in A clear the barriers");
+constexpr int wide_x_in_a(int mt) {
+  const int64_t n = (kRingLutAddr - kWideXAddr) / wide_x_bytes(mt);
+  return static_cast<int>(n < 2 ? n : 2);
+}
+// The most slots that fit B beside the x buffers not in A.
 constexpr int wide_slots(int sb, int mt) {
-  const int64_t n = (kRingBBytes - 2 * wide_x_bytes(mt)) / wide_slot_bytes(sb);
+  const int64_t n = (kRingBBytes - (2 - wide_x_in_a(mt)) * wide_x_bytes(mt)) / wide_slot_bytes(sb);
   return static_cast<int>(n < kRingMaxSlots ? n : kRingMaxSlots);
 }
-static_assert(wide_slots(4, 2) >= kRingMinSlots, "the ring's fewest slots beside two 16-row x buffers");
-// The launch's RingLayout: G = 1's boxes (16 chunks of one tile; x 16 chunks x M rows), the slots after the
-// x buffers (x = 0: a slot holds no x).
-constexpr RingLayout wide_layout(int64_t m, int scale_bytes) {
+// The ring of the GX instance: R slices of K a round, R GX slots, so the slot of stage (slice s, tile t)
+// is (s mod R) GX + t, a constant in the consumers' unrolled loop (Note [Wide row blocks], session 19).
+// R = 1 from GX = 4 (at MT = 1 GX = 4, 8 slots ran ~1 % slower than 4 at 8192^2 M <= 8); below, as many
+// slices as fit (GX = 2: 6 or 8 slots, GX = 3: 6).
+constexpr int wide_ring_slices(int gx, int sb, int mt) {
+  return gx >= 4 || wide_slots(sb, mt) / gx < 1 ? 1 : wide_slots(sb, mt) / gx;
+}
+constexpr int wide_ring_slots(int gx, int sb, int mt) { return wide_ring_slices(gx, sb, mt) * gx; }
+static_assert(wide_slots(1, 2) >= kRingWideMax && wide_slots(4, 2) >= kRingWideMax,
+              "a slot per tile of the widest instance beside the x buffers");
+// The launch's RingLayout for GX tiles a row block: G = 1's boxes (16 chunks of one tile; x 16 chunks x
+// M rows), the slots after the x buffers in B (x = 0: a slot holds no x).
+constexpr RingLayout wide_layout(int64_t m, int scale_bytes, int gx) {
   RingLayout l{};
   l.groups = 1;
   l.x_pitch = m * 128;
   l.slot_bytes = wide_slot_bytes(scale_bytes);
-  l.slots = wide_slots(scale_bytes, m > 8 ? 2 : 1);
-  l.ok = m >= 1 && m <= kGemvMaxM;
+  l.slots = wide_ring_slots(gx, scale_bytes, m > 8 ? 2 : 1);
+  l.ok = m >= 1 && m <= kGemvMaxM && ring_wide_instance(gx) && l.slots <= wide_slots(scale_bytes, m > 8 ? 2 : 1);
   return l;
 }
 // Tiles whose sums fit region B at once: [16 warps][tiles][8 MT columns][kRingSumPitch] fp32 (MT = 1: 9, 2: 4).
@@ -400,8 +435,7 @@ constexpr int wide_pass(int mt) { return static_cast<int>(kRingBBytes / (kRingWa
 // Where the wide kernel measured faster than the G plans (Note [Wide row blocks]), by mma column tiles
 // MT (1: M <= 8, 2: M <= 16) and GX.
 constexpr bool ring_wide_pays(int mt, int64_t gx, Format f) {
-  if (mt == 1) return gx <= 5 || f != Format::mxfp4;
-  return gx == 2 || gx == 3 || gx == 5 || gx == 6 || (gx == 7 && f == Format::nvfp4);
+  return mt == 2 || gx <= 6 || f != Format::mxfp4;
 }
 
 // GX of the wide kernel for the decode launcher, or 0 (then gemv_ring_mode's G): GX = ceil(tiles / sms)
@@ -410,7 +444,8 @@ constexpr bool ring_wide_pays(int mt, int64_t gx, Format f) {
 constexpr int ring_wide_tiles(int64_t m, int64_t n, int64_t k, Format f, int sms, int forced = -1) {
   if (forced == 0 || m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1) return 0;
   const int64_t kc = k / 64, tiles = (n + kGemvRows - 1) / kGemvRows, gx = (tiles + sms - 1) / sms;
-  if ((f == Format::nf4_dq && kDqGroup % kc != 0) || !ring_wide_instance(gx)) return 0;
+  if (!ring_wide_instance(gx) || (f == Format::nf4_dq && (kc > kDqGroup || (kDqGroup % kc != 0 && gx > kWideDq2Max))))
+    return 0;
   return forced == 1 || ring_wide_pays(m > 8 ? 2 : 1, gx, f) ? static_cast<int>(gx) : 0;
 }
 

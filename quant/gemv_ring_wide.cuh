@@ -10,11 +10,16 @@
 // each of the GX stages into that tile's sums. A stage of a tile past N gets no copy: the producer
 // arrives on its full barrier without bytes, and those stale rows are never stored.
 //
-// Shared memory: region A holds the barriers; region B the two x buffers (16 chunks x 8 or 16 rows x
-// 128 B: 16 / 32 KB, 1024-aligned for the swizzle), then the slots (codes and scales of 16 chunks, 1 KB-
-// aligned). After the last stage the row block's sums, [16 warps][tiles][8 MT columns][kRingSumPitch]
-// fp32, alias region B, written and added in passes of wide_pass(MT) tiles; a thread per (row, column)
-// adds the 16 warps' sums in warp order (deterministic).
+// The ring has R GX slots (wide_ring_slots: R slices of K a round), so the consumers' loop, unrolled over
+// R slices x GX tiles, waits on and reads slot (s mod R) GX + t at a constant address and flips its
+// phase once a round; the producer walks the same slots in order.
+//
+// Shared memory: region A holds the barriers and, from kWideXAddr, the x buffers that fit there (both at
+// MT = 1, one at MT = 2: 16 chunks x 8 or 16 rows x 128 B, 16 / 32 KB, 1024-aligned for the swizzle);
+// region B the other x buffer, then the slots (codes and scales of 16 chunks, 1 KB-aligned). After the
+// last stage the row block's sums, [16 warps][tiles][8 MT columns][kRingSumPitch] fp32, alias region B,
+// written and added in passes of wide_pass(MT) tiles; a thread per (row, column) adds the 16 warps' sums
+// in warp order (deterministic).
 #pragma once
 
 #include "quant/gemv_ring.cuh"
@@ -38,13 +43,17 @@ __global__ void __launch_bounds__(wide_threads(MT), 1) fp4_gemv_wide_kernel(cons
   constexpr int64_t kSlot = wide_slot_bytes(SB);
   static_assert(kX % kRingSlotAlign == 0, "the slots stay 1 KB-aligned after the x buffers");
   extern __shared__ __align__(128) uint8_t smem[];
-  const int slots = a.slots;
+  constexpr int kR = wide_ring_slices(GX, SB, MT);  // slices of K a round of the ring
+  constexpr int slots = wide_ring_slots(GX, SB, MT);  // as the launch's wide_layout (a.slots is not read)
   const uint32_t base = hp::smem_addr(smem);
   if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
   const int64_t lut_off = kRingLutAddr - base;
   uint8_t* const region_b = smem + lut_off + kGemvLutBytes;
-  uint8_t* const xbuf = region_b;         // two x buffers
-  uint8_t* const wbuf = region_b + 2 * kX;  // the slots
+  // the x buffers: the first wide_x_in_a in region A from kWideXAddr, the others in B, then the slots
+  constexpr int kXA = wide_x_in_a(MT);
+  uint8_t* const xa = smem + (kWideXAddr - base);
+  auto xbuf = [&](int i) { return i < kXA ? xa + i * kX : region_b + (i - kXA) * kX; };
+  uint8_t* const wbuf = region_b + (2 - kXA) * kX;
   uint64_t* const full = reinterpret_cast<uint64_t*>(smem);  // region A: the barriers (the sums alias B)
   uint64_t* const empty = full + kRingMaxSlots;
   uint64_t* const xfull = empty + kRingMaxSlots;  // [2]
@@ -115,7 +124,7 @@ __global__ void __launch_bounds__(wide_threads(MT), 1) fp4_gemv_wide_kernel(cons
       for (int s = 0, i = 0; s < S; ++s) {
         hp::mbar_wait(&xempty[xs], xph ^ 1);
         hp::mbar_arrive_expect_tx(&xfull[xs], x_bytes);
-        hp::tma_load_3d(xbuf + xs * kX, &a.mx, &xfull[xs], 0, 0, s * kRingChunks, pol_x);
+        hp::tma_load_3d(xbuf(xs), &a.mx, &xfull[xs], 0, 0, s * kRingChunks, pol_x);
         if (++xs == 2) {
           xs = 0;
           xph ^= 1;
@@ -155,64 +164,74 @@ __global__ void __launch_bounds__(wide_threads(MT), 1) fp4_gemv_wide_kernel(cons
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[t][mt][e] = 0.0f;
-  // NF4_DQ: the scale2 value of rows g, g + 8 of each tile (a row's blocks lie in one group:
-  // ring_wide_tiles); rows past N are never stored
-  float g2v[GX][2];
+  // NF4_DQ: the scale2 values of rows g, g + 8 of each tile. A row's blocks span at most two scale2 groups
+  // (ring_wide_tiles): its value is g2a before chunk g2k, g2b from it (the ring kernel's scheme); where
+  // they lie in one group (K / 64 divides kDqGroup) one value, in fewer registers (kDq2: GX <= kWideDq2Max).
+  constexpr bool kDq2 = F == Format::nf4_dq && GX <= kWideDq2Max;
+  float g2a[GX][2], g2b[kDq2 ? GX : 1][2];
+  int g2k[kDq2 ? GX : 1][2];
   if constexpr (F == Format::nf4_dq) {
 #pragma unroll
     for (int t = 0; t < GX; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = kGemvRows * (t0 + t) + g + 8 * h;
-        g2v[t][h] = row < p.n ? __ldg(p.scale2 + (static_cast<int64_t>(row) * kc_total) / kDqGroup) : 0.0f;
+        const int64_t b0 = static_cast<int64_t>(row) * kc_total, grp = b0 / kDqGroup;  // its first block's group
+        g2a[t][h] = row < p.n ? __ldg(p.scale2 + grp) : 0.0f;  // rows past N are never stored
+        if constexpr (kDq2) {
+          g2k[t][h] = static_cast<int>(std::min<int64_t>((grp + 1) * kDqGroup - b0, kc_total));
+          g2b[t][h] = row < p.n && g2k[t][h] < kc_total ? __ldg(p.scale2 + grp + 1) : g2a[t][h];
+        }
       }
   }
-  int slot = 0, phase = 0, xs = 0, xph = 0;
-  for (int s = 0; s < S; ++s) {
-    // Kept in registers: ptxas otherwise recomputes these lane offsets from %tid in every trip.
-    gemv::pin(code_off);
-    gemv::pin(scale_off);
-    gemv::pin(lane4);
-    gemv::pin(xoff[0]);
-    gemv::pin(xoff[1]);
-    const int kc = s * kRingChunks + warp;  // chunks past K: zero x and zero scales, they add 0
-    hp::mbar_wait(&xfull[xs], xph);
-    uint32_t bx[MT][4][2];
-    {
-      int xo[MT][2];  // an immediate offset for mt = 1
+  int phase = 0;
+  for (int s0 = 0; s0 < S; s0 += kR, phase ^= 1) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+    for (int rr = 0; rr < kR; ++rr) {
+      const int s = s0 + rr;
+      if (kR > 1 && s >= S) break;
+      // Kept in registers: ptxas otherwise recomputes these lane offsets from %tid in every trip.
+      gemv::pin(code_off);
+      gemv::pin(scale_off);
+      gemv::pin(lane4);
+      gemv::pin(xoff[0]);
+      gemv::pin(xoff[1]);
+      const int kc = s * kRingChunks + warp;  // chunks past K: zero x and zero scales, they add 0
+      const int xs = s & 1;
+      hp::mbar_wait(&xfull[xs], (s >> 1) & 1);
+      uint32_t bx[MT][4][2];
+      {
+        int xo[MT][2];  // an immediate offset for mt = 1
 #pragma unroll
-        for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128;
-      gemv::x_fragments<MT, false>(bx, xbuf + xs * kX, xo, 0);
-    }
-    __syncwarp();
-    if (lane == 0) hp::mbar_arrive(&xempty[xs]);
-    if (++xs == 2) {
-      xs = 0;
-      xph ^= 1;
-    }
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int t = 0; t < GX; ++t) {
-      const uint8_t* sp = wbuf + slot * kSlot;
-      hp::mbar_wait(&full[slot], phase);
-      uint2 lo, hi;
-      uint32_t s_a, s_b;
-      gemv::slot_chunk<SB>(sp, code_off, scale_off, lo, hi, s_a, s_b);
-      __syncwarp();
-      if (lane == 0) hp::mbar_arrive(&empty[slot]);
-      if (++slot == slots) {
-        slot = 0;
-        phase ^= 1;
+          for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128;
+        gemv::x_fragments<MT, false>(bx, xbuf(xs), xo, 0);
       }
-      const int n0 = kGemvRows * (t0 + t);
-      if constexpr (F == Format::nf4_dq) {
-        auto g2 = [&](int h) { return g2v[t][h]; };
-        gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(acc[t], p, bx, g, kc_total, 0, kc, lo, hi,
-                                                                           s_a, s_b, n0, lookup, g2);
-      } else {
-        gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc[t], p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0,
-                                                              lookup);
+      __syncwarp();
+      if (lane == 0) hp::mbar_arrive(&xempty[xs]);
+#pragma unroll
+      for (int t = 0; t < GX; ++t) {
+        const int slot = rr * GX + t;
+        const uint8_t* sp = wbuf + slot * kSlot;
+        hp::mbar_wait(&full[slot], phase);
+        uint2 lo, hi;
+        uint32_t s_a, s_b;
+        gemv::slot_chunk<SB>(sp, code_off, scale_off, lo, hi, s_a, s_b);
+        __syncwarp();
+        if (lane == 0) hp::mbar_arrive(&empty[slot]);
+        const int n0 = kGemvRows * (t0 + t);
+        if constexpr (F == Format::nf4_dq) {
+          auto g2 = [&](int h) {
+            if constexpr (kDq2) return kc < g2k[t][h] ? g2a[t][h] : g2b[t][h];
+            return g2a[t][h];
+          };
+          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(acc[t], p, bx, g, kc_total, 0, kc, lo, hi,
+                                                                             s_a, s_b, n0, lookup, g2);
+        } else {
+          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc[t], p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0,
+                                                                lookup);
+        }
       }
     }
   }
@@ -258,7 +277,7 @@ template <Format F, typename T, int MT, int GX>
 cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
   const int64_t blocks = ((p.n + kGemvRows - 1) / kGemvRows + GX - 1) / GX;
   if (blocks > p.sms) return cudaErrorInvalidValue;  // one round only (the sums alias the slots)
-  const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F));
+  const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F), GX);
   RingArgs a = ring_args<F>(l, l.slots);
   return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX>, p, a, blocks, stream, wide_threads(MT));
 }

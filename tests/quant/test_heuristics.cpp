@@ -479,29 +479,48 @@ TEST_CASE("decode ring kernel, streamed x: layout and tiles per row block", "[qu
   CHECK(ring_groups(8, 4096, 4096, 4, 132) == 2);
 }
 
-// Note [Wide row blocks]: two x buffers (the last chunk's 8 or 16 ldmatrix rows inside), then at least the
-// ring's fewest slots, 1 KB-aligned, in region B; a pass of sums fits B; the choice is GX = ceil(tiles /
-// SMs) where that is an instance (2..7) and it measured faster (ring_wide_pays), or wherever an instance
-// applies where forced.
+// Note [Wide row blocks]: two x buffers (the last chunk's 8 or 16 ldmatrix rows inside), those that fit
+// in region A from kWideXAddr (above the barriers, below the table), the rest and then R GX slots, 1 KB-
+// aligned, in region B; a pass of sums fits B; the choice is GX = ceil(tiles / SMs) where that is an
+// instance (2..7) and it measured faster (ring_wide_pays), or wherever an instance applies where forced.
 TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heuristics]") {
+  CHECK(wide_x_in_a(1) == 2);  // 2 x 16 KB in [0x8000, 0x10000)
+  CHECK(wide_x_in_a(2) == 1);  // 32 KB
+  for (int mt : {1, 2}) {
+    CHECK(kWideXAddr + wide_x_in_a(mt) * wide_x_bytes(mt) <= kRingLutAddr);
+    CHECK(kWideXAddr >= kRingBaseMax + (2 * kRingMaxSlots + 4) * 8);  // the barriers below, at any base
+  }
   for (int sb : {1, 2, 4})
-    for (int64_t m = 1; m <= kGemvMaxM; ++m) {
-      INFO("m " << m << " sb " << sb);
-      const int mt = m > 8 ? 2 : 1;
-      const RingLayout l = wide_layout(m, sb);
-      CHECK(l.ok);
-      CHECK(l.groups == 1);  // the G = 1 boxes: 16 chunks of one tile, x 16 chunks x M rows
-      CHECK(l.x_pitch == m * 128);
-      CHECK((kRingChunks - 1) * m * 128 + (m > 8 ? 16 : 8) * 128 <= wide_x_bytes(mt));
-      CHECK(wide_x_bytes(mt) % kRingSlotAlign == 0);
-      CHECK(l.slot_bytes >= kRingChunks * (512 + 16 * sb));
-      CHECK(l.slot_bytes % kRingSlotAlign == 0);
-      CHECK(l.slots >= kRingMinSlots);
-      CHECK(l.slots <= kRingMaxSlots);
-      CHECK(2 * wide_x_bytes(mt) + l.slots * l.slot_bytes <= kRingBBytes);
-      CHECK(static_cast<int64_t>(kRingWarps) * wide_pass(mt) * 8 * mt * kRingSumPitch * 4 <= kRingBBytes);
-      CHECK(wide_pass(mt) >= 1);
-    }
+    for (int64_t m = 1; m <= kGemvMaxM; ++m)
+      for (int gx = 2; gx <= kRingWideMax; ++gx) {
+        INFO("m " << m << " sb " << sb << " gx " << gx);
+        const int mt = m > 8 ? 2 : 1;
+        const RingLayout l = wide_layout(m, sb, gx);
+        CHECK(l.ok);
+        CHECK(l.groups == 1);  // the G = 1 boxes: 16 chunks of one tile, x 16 chunks x M rows
+        CHECK(l.x_pitch == m * 128);
+        CHECK((kRingChunks - 1) * m * 128 + (m > 8 ? 16 : 8) * 128 <= wide_x_bytes(mt));
+        CHECK(wide_x_bytes(mt) % kRingSlotAlign == 0);
+        CHECK(l.slot_bytes >= kRingChunks * (512 + 16 * sb));
+        CHECK(l.slot_bytes % kRingSlotAlign == 0);
+        // R slices a round, a slot per (slice, tile): as many rounds' worth as fit, at least one
+        const int rs = wide_ring_slices(gx, sb, mt);
+        CHECK(l.slots == rs * gx);
+        CHECK(rs >= 1);
+        CHECK((gx >= 4 ? rs == 1 : (rs + 1) * gx > wide_slots(sb, mt)));
+        CHECK(l.slots >= kRingMinSlots);
+        CHECK(l.slots <= kRingMaxSlots);
+        CHECK((2 - wide_x_in_a(mt)) * wide_x_bytes(mt) + l.slots * l.slot_bytes <= kRingBBytes);
+        CHECK(static_cast<int64_t>(kRingWarps) * wide_pass(mt) * 8 * mt * kRingSumPitch * 4 <= kRingBBytes);
+        CHECK(wide_pass(mt) >= 1);
+      }
+  CHECK(wide_slots(4, 1) == 8);  // 9 KB slots: 11 fit B, capped; 7 beside a 32 KB x buffer at MT = 2
+  CHECK(wide_slots(4, 2) == 7);
+  CHECK(wide_ring_slots(2, 4, 2) == 6);  // three slices a round
+  CHECK(wide_ring_slots(4, 4, 1) == 4);
+  CHECK(wide_ring_slots(3, 4, 1) == 6);
+  CHECK(wide_ring_slots(5, 4, 1) == 5);
+  CHECK(!wide_layout(16, 4, 8).ok);  // no instance
   CHECK((2 * kRingMaxSlots + 4) * 8 <= kRingABytes);  // full, empty, and the x buffers' two pairs
   CHECK(wide_pass(1) >= kRingWideMax);                  // M <= 8: one pass
   for (int gx = 0; gx <= 9; ++gx) CHECK(ring_wide_instance(gx) == (gx >= 2 && gx <= 7));
@@ -532,16 +551,17 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   // the bench shapes and the measured choice (Note [Wide row blocks])
   CHECK(wide(1, 14336, 4096) == 7);   // 896 tiles: 128 row blocks of 7, against 112 of G = 8
   CHECK(wide(8, 14336, 4096) == 7);
-  CHECK(wide(16, 14336, 4096) == 7);  // MT = 2 at GX = 7: NVFP4 only (112 registers, no spill)
-  CHECK(wide(16, 14336, 4096, Format::nf4) == 0);
-  CHECK(wide(16, 14336, 4096, Format::mxfp4) == 0);
-  CHECK(wide(16, 14336, 4096, Format::nf4_dq) == 0);
-  CHECK(wide(1, 14336, 4096, Format::mxfp4) == 0);  // MXFP4 at GX >= 6: slower
-  CHECK(wide(1, 12288, 4096, Format::mxfp4) == 0);
+  CHECK(wide(16, 14336, 4096) == 7);  // MT = 2: every instance pays (session 19)
+  CHECK(wide(16, 14336, 4096, Format::nf4) == 7);
+  CHECK(wide(16, 14336, 4096, Format::mxfp4) == 7);
+  CHECK(wide(16, 14336, 4096, Format::nf4_dq) == 7);
+  CHECK(wide(1, 14336, 4096, Format::mxfp4) == 0);  // MXFP4 at MT = 1, GX = 7: slower
+  CHECK(wide(8, 14336, 4096, Format::mxfp4) == 0);
+  CHECK(wide(1, 12288, 4096, Format::mxfp4) == 6);
   CHECK(wide(1, 10240, 8192, Format::mxfp4) == 5);
   CHECK(wide(1, 8192, 8192) == 4);    // 512 tiles: GX = 4, as G = 4 in the row-block model
   CHECK(wide(8, 8192, 8192) == 4);
-  CHECK(wide(16, 8192, 8192) == 0);   // MT = 2 at GX = 4: slower
+  CHECK(wide(16, 8192, 8192) == 4);
   CHECK(wide(1, 4096, 14336) == 2);
   CHECK(wide(16, 4096, 14336) == 2);
   CHECK(wide(16, 4096, 4096) == 2);
@@ -551,7 +571,11 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   CHECK(wide(16, 10240, 8192) == 5);
   CHECK(wide(1, 2048, 4096) == 0);    // 128 tiles: GX = 1
   CHECK(wide(1, 14336, 4096, Format::nf4_dq) == 7);    // K / 64 = 64 divides 256: one scale2 group a row
-  CHECK(wide(1, 14336, 4160, Format::nf4_dq) == 0);    // 65 chunks: two groups
+  CHECK(wide(1, 14336, 4160, Format::nf4_dq) == 0);    // 65 chunks: two groups, at GX 7 > kWideDq2Max
+  CHECK(wide(1, 4096, 14336, Format::nf4_dq) == 2);    // 224 chunks: two groups, GX 2
+  CHECK(wide(16, 4096, 14336, Format::nf4_dq) == 2);
+  CHECK(wide(1, 6144, 4160, Format::nf4_dq) == 3);     // GX 3 = kWideDq2Max
+  CHECK(wide(1, 4096, 16448, Format::nf4_dq) == 0);    // 257 chunks: three groups a row
   CHECK(wide(1, 14336, 4160, Format::nvfp4) == 7);
   CHECK(wide(1, 14336, 4096, Format::nvfp4, 0) == 0);  // forced off
   CHECK(wide(17, 14336, 4096) == 0);
@@ -562,13 +586,14 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   CHECK(wide(1, 28672, 8192, Format::nvfp4, 1) == 0);
   // over a sweep: GX = ceil(tiles / SMs), one round, where an instance applies and it pays
   for (int64_t m : {1, 8, 16})
-    for (int64_t k : {1024, 4096, 8192})
+    for (int64_t k : {1024, 4096, 4160, 8192, 14336, 16448})
       for (int64_t n = 16; n <= 16000; n += 16 * 29)
         for (int sms : {20, 132})
           for (Format f : {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq}) {
             INFO("m " << m << " n " << n << " k " << k << " sms " << sms << " f " << static_cast<int>(f));
             const int64_t tiles = (n + 15) / 16, gx_min = (tiles + sms - 1) / sms;
-            const bool applies = ring_wide_instance(gx_min) && (f != Format::nf4_dq || kDqGroup % (k / 64) == 0);
+            const bool applies = ring_wide_instance(gx_min) && (f != Format::nf4_dq || kDqGroup % (k / 64) == 0 ||
+                                                                (k / 64 <= kDqGroup && gx_min <= kWideDq2Max));
             CHECK(ring_wide_tiles(m, n, k, f, sms, 1) == (applies ? gx_min : 0));
             const int gx = ring_wide_tiles(m, n, k, f, sms);
             CHECK(gx == (applies && ring_wide_pays(m > 8 ? 2 : 1, gx_min, f) ? gx_min : 0));

@@ -420,12 +420,15 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
     int64_t tiles = static_cast<int64_t>(sms) * (gx - 1) + 2;
     if (tiles % gx == 0) ++tiles;  // the last row block has tiles past N
     const int64_t n = 16 * tiles - 7;
-    const MatmulShape shapes[] = {{1, n, 2112}, {8, n, 4096}, {16, n, 1024}, {9, n, 4096}};
+    // K = 2112 and 4160 (33, 65 chunks): NF4_DQ rows span two scale2 groups, which the instances up to
+    // kWideDq2Max take
+    const MatmulShape shapes[] = {{1, n, 2112}, {8, n, 4096}, {16, n, 1024}, {9, n, 4096}, {12, n, 4160}};
     for (const MatmulShape& s : shapes) {
-      if ((s.m == 9 && gx != 7) || (s.m == 8 && gx != 3 && gx != 6)) continue;
+      if ((s.m == 9 && gx != 7) || (s.m == 8 && gx != 3 && gx != 6) || (s.m == 12 && gx > kWideDq2Max)) continue;
       for (Format f : kFormats) {
         const int want = ring_wide_tiles(s.m, s.n, s.k, f, sms, forced);
-        const bool applies = !(f == Format::nf4_dq && s.k == 2112) &&
+        const bool two_groups = f == Format::nf4_dq && (s.k == 2112 || s.k == 4160);
+        const bool applies = !(two_groups && gx > kWideDq2Max) &&
                              (forced == 1 || (forced == -1 && ring_wide_pays(s.m > 8 ? 2 : 1, gx, f)));
         CHECK(want == (applies ? gx : 0));
         wide_cases += want > 0;
@@ -433,8 +436,9 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
       }
     }
   }
-  // forced: 15 shapes x 4 formats, but NF4_DQ at K = 2112 (6); unforced: where ring_wide_pays
-  if (forced == 1) CHECK(wide_cases == 4 * 15 - 6);
+  // forced: 17 shapes x 4 formats, but NF4_DQ at K = 2112 with GX > kWideDq2Max (4); unforced: where
+  // ring_wide_pays
+  if (forced == 1) CHECK(wide_cases == 4 * 17 - 4);
   else if (forced == 0) CHECK(wide_cases == 0);
   else CHECK(wide_cases >= 30);
 }
