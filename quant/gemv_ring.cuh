@@ -103,6 +103,25 @@ __device__ __forceinline__ auto ring_lookup(const uint32_t& lane4) {
   };
 }
 
+// What a consumer lane of the ring kernels (this one and quant/gemv_ring_wide.cuh) keeps across its loop:
+// lane4 (the table lookup's PRMT operand, ring_lookup) and its bytes of chunk `warp` in a slot
+// (slot_offsets), which the loop pins in registers; and the epilogue's tensor scale, bias and output.
+template <Format F, typename T>
+struct RingLane {
+  uint32_t lane4;
+  int code_off, scale_off;
+  float gs;
+  const T* bias;
+  T* y;
+  __device__ __forceinline__ RingLane(const GemmParams& p, int warp, int lane)
+      : lane4(static_cast<uint32_t>(lane) * 4 | static_cast<uint32_t>(kRingLutAddr)),
+        gs(F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f),
+        bias(static_cast<const T*>(p.bias)),
+        y(static_cast<T*>(p.y)) {
+    slot_offsets<chunk_scale_bytes(F)>(warp, lane, code_off, scale_off);
+  }
+};
+
 }  // namespace gemv
 
 struct RingArgs {
@@ -220,15 +239,11 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
   gemv::ring_x_offsets(xoff, (warp % C) * p.m, lane, static_cast<int>(L.x));
   hp::named_barrier_sync(1, kRingWarps * 32);
 
-  uint32_t lane4 = static_cast<uint32_t>(lane) * 4 | static_cast<uint32_t>(kRingLutAddr);
-  const auto lookup = gemv::ring_lookup(lane4);
-  const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;
-  const T* bias = static_cast<const T*>(p.bias);
-  T* y = static_cast<T*>(p.y);
-  constexpr int MC = 8 * MT;  // columns of the sums
   // This lane's bytes in a slot: chunk `warp`'s (tile-major: tile w / C's C chunks, then the next tile's)
-  int code_off, scale_off;
-  gemv::slot_offsets<SB>(warp, lane, code_off, scale_off);
+  gemv::RingLane<F, T> ln(p, warp, lane);
+  auto& [lane4, code_off, scale_off, gs, bias, y] = ln;
+  const auto lookup = gemv::ring_lookup(lane4);
+  constexpr int MC = 8 * MT;  // columns of the sums
   const int ti = warp / C, cw = warp % C;
   int slot = 0, phase = 0, par = 0;
   const uint8_t* sp = region_b;

@@ -149,14 +149,10 @@ __global__ void __launch_bounds__(wide_threads(MT), 1) fp4_gemv_wide_kernel(cons
   int xoff[2];
   gemv::ring_x_offsets(xoff, warp * p.m, lane, 0);
   hp::named_barrier_sync(1, kRingWarps * 32);
-  uint32_t lane4 = static_cast<uint32_t>(lane) * 4 | static_cast<uint32_t>(kRingLutAddr);
+  gemv::RingLane<F, T> ln(p, warp, lane);  // this lane's bytes of chunk `warp` in a slot, and the epilogue's
+  auto& [lane4, code_off, scale_off, gs, bias, y] = ln;
   const auto lookup = gemv::ring_lookup(lane4);
-  const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;
-  const T* bias = static_cast<const T*>(p.bias);
-  T* y = static_cast<T*>(p.y);
   constexpr int MC = 8 * MT;  // columns of the sums
-  int code_off, scale_off;  // this lane's bytes of chunk `warp` in a slot
-  gemv::slot_offsets<SB>(warp, lane, code_off, scale_off);
   float acc[GX][MT][4];
 #pragma unroll
   for (int t = 0; t < GX; ++t)
