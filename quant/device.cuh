@@ -51,6 +51,18 @@ struct Dt<__nv_bfloat16> {
     __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
     return *reinterpret_cast<uint32_t*>(&r);
   }
+  // An mma A fragment's rows scaled: a[0], a[2] (row g) by the low half of s, a[1], a[3] (row g + 8) by the
+  // high half; s is an f16x2 pair whose values bf16 holds exactly (E4M3 scales).
+  __device__ __forceinline__ static void scale_rows(uint32_t (&a)[4], uint32_t s) {
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&s));
+    const __nv_bfloat162 s2 = __floats2bfloat162_rn(f.x, f.y);
+    const __nv_bfloat162 sl = __low2bfloat162(s2), sh = __high2bfloat162(s2);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a[i]), i & 1 ? sh : sl);
+      a[i] = *reinterpret_cast<const uint32_t*>(&v);
+    }
+  }
   __device__ __forceinline__ static float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
   __device__ __forceinline__ static __nv_bfloat16 from_f(float v) { return __float2bfloat16_rn(v); }
   __device__ __forceinline__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -71,6 +83,15 @@ struct Dt<__half> {
   __device__ __forceinline__ static uint32_t mul2(uint32_t a, uint32_t b) {
     __half2 r = __hmul2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b));
     return *reinterpret_cast<uint32_t*>(&r);
+  }
+  __device__ __forceinline__ static void scale_rows(uint32_t (&a)[4], uint32_t s) {
+    const __half2 s2 = *reinterpret_cast<const __half2*>(&s);
+    const __half2 sl = __low2half2(s2), sh = __high2half2(s2);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const __half2 v = __hmul2(*reinterpret_cast<const __half2*>(&a[i]), i & 1 ? sh : sl);
+      a[i] = *reinterpret_cast<const uint32_t*>(&v);
+    }
   }
   __device__ __forceinline__ static float to_f(__half v) { return __half2float(v); }
   __device__ __forceinline__ static __half from_f(float v) { return __float2half_rn(v); }

@@ -6,8 +6,8 @@
 
 namespace vstack::quant {
 
-// VSTACK_GEMV_RING_WIDE=0 / 1: never / wherever an instance applies, the wide kernel (Note [Wide row
-// blocks]; benchmarks and tests); unset: where it measured faster (ring_wide_pays).
+// VSTACK_GEMV_RING_WIDE=0: never the wide kernel (Note [Wide row blocks]; benchmarks and tests); unset or
+// 1: wherever an instance applies.
 inline int forced_gemv_ring_wide() {
   static const int v = env_flag("VSTACK_GEMV_RING_WIDE");
   return v;

@@ -51,6 +51,15 @@
 // L1/TEX (LDS + LDSM + LDG) 62 % busy. Tried and dropped: an L2 bulk prefetch
 // (cp.async.bulk.prefetch.L2) of the next row block's codes (slower: 29.4 vs
 // 24.8 us); 2 CTAs x 8 warps per SM with a 32 KB table (26-27 us).
+// Note [NVFP4 scale in A]. The exception to "decoded without their scale": NVFP4 at MT = 2 (M = 9..16)
+// on sm_89+. An E2M1 value (at most 2 significant bits) times an E4M3 scale (at most 4, exponents
+// 2^-9..2^8) has at most 6 significant bits in 2^-10..2688, so the product is exact in bf16 and in f16
+// (normal or subnormal). So the fragment is multiplied by its rows' scales in x's dtype (HMUL2 with a
+// half broadcast, free in the operand) and the mma accumulates straight into acc: per tile-chunk 4
+// HMUL2 + 2 PRMT + 4 CVT in place of 4 zeroed accumulators and 16 FFMAs per column tile (98 -> 88.5 SASS
+// at MT = 2 GX = 4, bf16). Measured (H100, 2026-11-23, bench_fp4.py M = 16, 6 alternations against the
+// fp32-scale build): NVFP4 0.978-0.988 on the seven bench shapes, other formats 0.990-1.004. MXFP4 does
+// not fold (E8M0 spans 2^-127..2^127, beyond f16), NF4 scales are fp32 and the values are not exact.
 // Where the time goes (H100, nvfp4 M = 1, lab builds, docs/NOTES.md): at 8192^2 the compute alone
 // (weights from registers) takes 12.9 us, the loads alone 16.0, both 21.2, and a pure read of the
 // same bytes 14.1 (bench/quant/read_floor.cu). A warp issues batch i + 2's loads only after it has
@@ -79,13 +88,20 @@ namespace vstack::quant {
 
 namespace gemv {
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+// Four E4M3 bytes -> two f16x2 (bytes 0, 1 and 2, 3; exact, NaN stays NaN). sm_89 and later.
+__device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t w, uint32_t& h01, uint32_t& h23) {
+  asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.rn.f16x2.e4m3x2 %0, lo;\ncvt.rn.f16x2.e4m3x2 %1, hi;\n}\n"
+      : "=r"(h01), "=r"(h23)
+      : "r"(w));
+}
+#endif
+
 // Four E4M3 scale bytes -> fp32 (exact; NaN stays NaN).
 __device__ __forceinline__ void e4m3x4_to_f32(uint32_t w, float (&s)[4]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   uint32_t h01, h23;
-  asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.rn.f16x2.e4m3x2 %0, lo;\ncvt.rn.f16x2.e4m3x2 %1, hi;\n}\n"
-      : "=r"(h01), "=r"(h23)
-      : "r"(w));
+  e4m3x4_to_f16x2(w, h01, h23);
   const __half2 a = *reinterpret_cast<const __half2*>(&h01), b = *reinterpret_cast<const __half2*>(&h23);
   s[0] = __low2float(a);
   s[1] = __high2float(a);
@@ -186,6 +202,27 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
                                              int g, int kc_total, int kc0, int kc, uint2 lo, uint2 hi, uint32_t s_a,
                                              uint32_t s_b, int n0, Lookup lookup, G2 g2 = {}) {
   using D = dev::Dt<T>;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (F == Format::nvfp4 && MT == 2) {  // Note [NVFP4 scale in A]
+    uint32_t sg[4];  // scale group j of rows (g, g + 8) as f16x2
+    e4m3x4_to_f16x2(__byte_perm(s_a, s_b, 0x5140), sg[0], sg[1]);
+    e4m3x4_to_f16x2(__byte_perm(s_a, s_b, 0x7362), sg[2], sg[3]);
+#pragma unroll
+    for (int stp = 0; stp < 4; ++stp) {
+      const uint32_t wl = stp < 2 ? lo.x : lo.y, wh = stp < 2 ? hi.x : hi.y;
+      const int b = (stp & 1) * 2;
+      uint32_t af[4];
+      af[0] = lookup(wl, b);
+      af[1] = lookup(wh, b);
+      af[2] = lookup(wl, b + 1);
+      af[3] = lookup(wh, b + 1);
+      D::scale_rows(af, sg[stp]);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) D::mma(acc[mt], af, bx[mt][stp][0], bx[mt][stp][1]);
+    }
+    return;
+  }
+#endif
   constexpr int G = block_size(F) / 16;  // k16 steps per scale
   constexpr int NG = 4 / G;              // scales per row and chunk
   // Block scales of rows g and g+8: sc[0 / 1][group]

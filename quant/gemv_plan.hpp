@@ -334,8 +334,8 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
 // tiles, while the stages bring one tile x 16 chunks each (the G = 1 boxes). So every warp has one
 // tile-chunk a stage, a CTA GX x K / 1024 stages in one row block, and x's fragments are read once a
 // slice for GX tiles instead of once a stage. One round only: the row block's sums (GX tiles x 16 warps
-// of fragments) alias the slots once the last stage is consumed. Instances GX = 2..7, within 96
-// registers at MT = 1 and 112 at MT = 2 (wide_threads; the sums take GX x MT x 4). NF4_DQ where a
+// of fragments) alias the slots once the last stage is consumed. Instances GX = 2..7, within 112
+// registers (kWideThreads; the sums take GX x MT x 4). NF4_DQ where a
 // row's blocks lie in one scale2 group (K / 64 divides kDqGroup: one value per row and tile), or in two
 // at GX <= kWideDq2Max (4096x14336).
 // Measured (H100, driver 580.159.04, 2026-11-23, bench_fp4.py, bf16, the choosing call: wide two runs,
@@ -354,10 +354,10 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
 // 6144x4096, M = 16) x's fragments read once a slice pay even at a power of two. The losses are the
 // instances that spill at the 96-register cap: MXFP4 (the E8M0 pair decode) at MT = 1, GX >= 6 (32 bytes),
 // and MT = 2 at GX = 7 (16-64 bytes); and 8192^2 at M = 16 (GX = 4), not understood (session 19: the
-// ring's depth, below). ring_wide_pays is that table: the launcher takes the wide kernel where it was
-// faster.
+// ring's depth, below). The launcher took the wide kernel where it was faster (ring_wide_pays, until
+// session 20).
 // Session 18 (same H100, four alternations a call): MT = 2 with 112 registers (a producer warpgroup
-// lending its registers, wide_threads) against 96, both forced: GX 5 0.98-0.99, GX 6 0.97-1.01, GX 2-3
+// lending its registers, kWideThreads) against 96, both forced: GX 5 0.98-0.99, GX 6 0.97-1.01, GX 2-3
 // 0.98-1.01, GX 4 still 1.01-1.05 against the G plan (so not the spills); GX 7 against the G plan NVFP4
 // 0.97, NF4_DQ 1.00, NF4 1.01, MXFP4 1.04, so GX 7 is taken for NVFP4 only. The launcher's choice at
 // M = 16 against session 17's: 0.99 over 28 cells, 14336x4096 NVFP4 0.95 (64.7 -> 67.9 % of the read
@@ -371,18 +371,24 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
 // but MXFP4 at GX 7 (14336x4096, M = 8) 1.017 against the G plan. So every MT = 2 instance pays, and
 // MT = 1 but MXFP4 at GX = 7. Session 17's unexplained loss at 8192^2 M = 16 was mostly the ring's depth:
 // the slots alone took it from 1.01-1.05x the G plan to 0.95-1.01x, the constant slots to 0.94-0.99x.
+// Session 20: MT = 1 with the producer warpgroup too (kWideThreads), forced, against the launcher's
+// choice at M = 1 / 8 (four alternations): MXFP4 GX 7 0.934 / 0.970 against the G plan, 0.95 against
+// the 17-warp instance; GX 6 MXFP4 0.983 / 0.973; the other cells of GX 4, 6, 7 0.98-1.00. So the wide
+// kernel is taken wherever an instance applies (ring_wide_tiles).
 inline constexpr int kRingWideMax = 7;
-// The wide kernel's CTA. MT = 1: the ring kernel's 16 consumer warps and one producer warp, 96 registers
-// a thread (17 warps get no more: docs/NOTES.md). MT = 2: a producer warpgroup (one lane works) that
-// hands registers to the consumers with setmaxnreg, 112 against 96: the MT = 2 instances spilled 8-64
-// bytes at 96 and none or a few bytes (MXFP4 at GX >= 5) at 112. A CTA launches with 96 a thread (640
-// threads) and setmaxnreg moves registers within the CTA's own pool only (120 for the consumers hung).
-// At MT = 1 it measured 1-3 % slower at GX = 7 and within 1 % elsewhere, so MT = 1 keeps 17 warps.
-constexpr int wide_threads(int mt) { return mt == 2 ? 32 * (kRingWarps + 4) : kRingThreads; }
-inline constexpr int kWideLaunchRegs = 65536 / wide_threads(2) / 8 * 8;
+// The wide kernel's CTA: the ring kernel's 16 consumer warps and a producer warpgroup (one lane works)
+// that hands registers to the consumers with setmaxnreg, 112 against 96 (a 544-thread CTA of 17 warps
+// gets no more than 96: docs/NOTES.md). The MT = 2 instances spilled 8-64 bytes at 96 and none or a few
+// bytes (MXFP4 at GX >= 5) at 112. A CTA launches with 96 a thread (640 threads) and setmaxnreg moves
+// registers within the CTA's own pool only (120 for the consumers hung). MT = 1 kept 17 warps until
+// session 20: with session 18's ring it measured 1-3 % slower at GX = 7 and within 1 % elsewhere; with
+// session 19's (deeper, constant slots) 0.93-0.97x at MXFP4 GX = 7 (the instance that spilled 32 bytes at
+// 96) and 0.97-1.00x elsewhere (Note [Wide row blocks]).
+inline constexpr int kWideThreads = 32 * (kRingWarps + 4);
+inline constexpr int kWideLaunchRegs = 65536 / kWideThreads / 8 * 8;
 inline constexpr int kWideConsumerRegs = 112;
 inline constexpr int kWideProducerRegs = 24;
-static_assert(kRingWarps * 32 * kWideConsumerRegs + 128 * kWideProducerRegs <= wide_threads(2) * kWideLaunchRegs,
+static_assert(kRingWarps * 32 * kWideConsumerRegs + 128 * kWideProducerRegs <= kWideThreads * kWideLaunchRegs,
               "setmaxnreg within the CTA's registers");
 constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWideMax; }
 // NF4_DQ: the instances up to this GX also take K whose rows span two scale2 groups (K / 64 <= kDqGroup
@@ -432,21 +438,16 @@ constexpr RingLayout wide_layout(int64_t m, int scale_bytes, int gx) {
 // Tiles whose sums fit region B at once: [16 warps][tiles][8 MT columns][kRingSumPitch] fp32 (MT = 1: 9, 2: 4).
 constexpr int wide_pass(int mt) { return static_cast<int>(kRingBBytes / (kRingWarps * 8 * mt * kRingSumPitch * 4)); }
 
-// Where the wide kernel measured faster than the G plans (Note [Wide row blocks]), by mma column tiles
-// MT (1: M <= 8, 2: M <= 16) and GX.
-constexpr bool ring_wide_pays(int mt, int64_t gx, Format f) {
-  return mt == 2 || gx <= 6 || f != Format::mxfp4;
-}
-
 // GX of the wide kernel for the decode launcher, or 0 (then gemv_ring_mode's G): GX = ceil(tiles / sms)
-// where that is an instance, the ring applies (the caller asked gemv_ring_mode) and ring_wide_pays.
-// forced (VSTACK_GEMV_RING_WIDE): -1 unset, 0 never, 1 wherever an instance applies (tests, benchmarks).
+// where that is an instance and the ring applies (the caller asked gemv_ring_mode); since session 20 it
+// measured faster than the G plans at every instance (Note [Wide row blocks]).
+// forced (VSTACK_GEMV_RING_WIDE): -1 unset or 1, wherever an instance applies; 0 never (tests, benchmarks).
 constexpr int ring_wide_tiles(int64_t m, int64_t n, int64_t k, Format f, int sms, int forced = -1) {
   if (forced == 0 || m < 1 || m > kGemvMaxM || n < 1 || k < 64 || k % 64 != 0 || sms < 1) return 0;
   const int64_t kc = k / 64, tiles = (n + kGemvRows - 1) / kGemvRows, gx = (tiles + sms - 1) / sms;
   if (!ring_wide_instance(gx) || (f == Format::nf4_dq && (kc > kDqGroup || (kDqGroup % kc != 0 && gx > kWideDq2Max))))
     return 0;
-  return forced == 1 || ring_wide_pays(m > 8 ? 2 : 1, gx, f) ? static_cast<int>(gx) : 0;
+  return static_cast<int>(gx);
 }
 
 }  // namespace vstack::quant

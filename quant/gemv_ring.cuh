@@ -379,7 +379,7 @@ inline int forced_gemv_ring_groups() {
   return v;
 }
 
-// Whether a CTA of a ring kernel (Threads: 544, or wide_threads) fits an SM of this device with
+// Whether a CTA of a ring kernel (Threads: 544, or kWideThreads) fits an SM of this device with
 // kRingSmem of dynamic shared memory (with whatever static and reserved shared memory it has; the
 // layouts assume no static) and its registers. Asked once per kernel, which is left opted in to
 // kRingSmem; single device assumed.
@@ -430,7 +430,7 @@ RingArgs ring_args(const RingLayout& l, int slots) {
   return a;
 }
 
-// A ring kernel's launch on `ctas` CTAs of `threads` (kRingThreads, or wide_threads) with kRingSmem
+// A ring kernel's launch on `ctas` CTAs of `threads` (kRingThreads, or kWideThreads) with kRingSmem
 // (the attribute set by ring_fits, which the caller asked), as a programmatic dependent of the stream's
 // previous kernel, its tensor maps encoded for p here.
 template <Format F, typename Kernel>

@@ -27,13 +27,13 @@
 namespace vstack::quant {
 
 // MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). GX: tiles per row block (ring_wide_instance).
-// Registers (wide_threads, quant/gemv_plan.hpp): the sums take GX x MT x 4 of them. MT = 1: 96, the most
-// a 544-thread CTA launches with (__maxnreg__(120) compiled, but those instances failed ring_fits on
-// the H100); ptxas spills 8-32 bytes for MXFP4 at GX >= 5. MT = 2: a producer warpgroup, whose lanes but
-// one only lend registers (setmaxnreg), and 112 for the consumers; spills 8-32 bytes for MXFP4 / NF4 at
-// GX >= 5 (at 96 it spilled 8-64 bytes from GX = 4 on). docs/NOTES.md has the measurements.
+// Registers (kWideThreads, quant/gemv_plan.hpp): the sums take GX x MT x 4 of them. A producer warpgroup,
+// whose lanes but one only lend registers (setmaxnreg), and 112 for the consumers (96 is the most a
+// 544-thread CTA launches with: __maxnreg__(120) compiled, but those instances failed ring_fits on the
+// H100). At 96, MT = 1 spilled 8-32 bytes for MXFP4 at GX >= 5 and MT = 2 8-64 bytes from GX = 4 on.
+// docs/NOTES.md has the measurements.
 template <Format F, typename T, int MT, int GX>
-__global__ void __launch_bounds__(wide_threads(MT), 1) fp4_gemv_wide_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
+__global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using D = dev::Dt<T>;
   namespace hp = hopper;
@@ -116,9 +116,8 @@ __global__ void __launch_bounds__(wide_threads(MT), 1) fp4_gemv_wide_kernel(cons
   }
   gemv::pdl_wait();
 
-  constexpr bool kShift = wide_threads(MT) > kRingThreads;  // a producer warpgroup lends registers
   if (warp >= kRingWarps) {  // the producer: lane 0 of warp 16
-    if constexpr (kShift) hp::setmaxnreg_dec<kWideProducerRegs>();
+    hp::setmaxnreg_dec<kWideProducerRegs>();  // the producer warpgroup lends its registers
     if (warp == kRingWarps && lane == 0) {
       int slot = 0, phase = 0, xs = 0, xph = 0;
       for (int s = 0, i = 0; s < S; ++s) {
@@ -144,7 +143,7 @@ __global__ void __launch_bounds__(wide_threads(MT), 1) fp4_gemv_wide_kernel(cons
     return;  // the consumers synchronise by named barrier 1 only
   }
 
-  if constexpr (kShift) hp::setmaxnreg_inc<kWideConsumerRegs>();
+  hp::setmaxnreg_inc<kWideConsumerRegs>();
   // This lane's x fragments: chunk `warp` of the slice, rows (lane & 7) + 8 mt
   int xoff[2];
   gemv::ring_x_offsets(xoff, warp * p.m, lane, 0);
@@ -275,7 +274,7 @@ cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
   if (blocks > p.sms) return cudaErrorInvalidValue;  // one round only (the sums alias the slots)
   const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F), GX);
   RingArgs a = ring_args<F>(l, l.slots);
-  return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX>, p, a, blocks, stream, wide_threads(MT));
+  return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX>, p, a, blocks, stream, kWideThreads);
 }
 
 // The instance of GX (ring_wide_instance: 2..7): whether this device runs it, and its launch.
@@ -283,7 +282,7 @@ template <Format F, typename T, int MT>
 struct WideInstance {
   template <int GX>
   static bool fits() {
-    return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX>, wide_threads(MT)>();
+    return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX>, kWideThreads>();
   }
   static bool usable(int gx) {
     static_assert(kRingWideMax == 7, "an instance per GX below");

@@ -482,7 +482,7 @@ TEST_CASE("decode ring kernel, streamed x: layout and tiles per row block", "[qu
 // Note [Wide row blocks]: two x buffers (the last chunk's 8 or 16 ldmatrix rows inside), those that fit
 // in region A from kWideXAddr (above the barriers, below the table), the rest and then R GX slots, 1 KB-
 // aligned, in region B; a pass of sums fits B; the choice is GX = ceil(tiles / SMs) where that is an
-// instance (2..7) and it measured faster (ring_wide_pays), or wherever an instance applies where forced.
+// instance (2..7), unless forced off.
 TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heuristics]") {
   CHECK(wide_x_in_a(1) == 2);  // 2 x 16 KB in [0x8000, 0x10000)
   CHECK(wide_x_in_a(2) == 1);  // 32 KB
@@ -524,10 +524,9 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   CHECK((2 * kRingMaxSlots + 4) * 8 <= kRingABytes);  // full, empty, and the x buffers' two pairs
   CHECK(wide_pass(1) >= kRingWideMax);                  // M <= 8: one pass
   for (int gx = 0; gx <= 9; ++gx) CHECK(ring_wide_instance(gx) == (gx >= 2 && gx <= 7));
-  // MT = 1: the ring kernel's 17 warps; MT = 2: a producer warpgroup whose registers setmaxnreg lends
-  // to the consumers, within the CTA's pool, and within a sub-partition (4 consumer warps, 1 producer)
-  STATIC_REQUIRE(wide_threads(1) == kRingThreads);
-  STATIC_REQUIRE(wide_threads(2) == 640);
+  // the ring kernel's 16 consumer warps and a producer warpgroup whose registers setmaxnreg lends to the
+  // consumers, within the CTA's pool, and within a sub-partition (4 consumer warps, 1 producer)
+  STATIC_REQUIRE(kWideThreads == 640);
   STATIC_REQUIRE(kWideLaunchRegs == 96);
   STATIC_REQUIRE(kWideConsumerRegs % 8 == 0);
   STATIC_REQUIRE(kWideConsumerRegs > kWideLaunchRegs);
@@ -555,8 +554,8 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   CHECK(wide(16, 14336, 4096, Format::nf4) == 7);
   CHECK(wide(16, 14336, 4096, Format::mxfp4) == 7);
   CHECK(wide(16, 14336, 4096, Format::nf4_dq) == 7);
-  CHECK(wide(1, 14336, 4096, Format::mxfp4) == 0);  // MXFP4 at MT = 1, GX = 7: slower
-  CHECK(wide(8, 14336, 4096, Format::mxfp4) == 0);
+  CHECK(wide(1, 14336, 4096, Format::mxfp4) == 7);  // MXFP4 at MT = 1, GX = 7: faster since session 20
+  CHECK(wide(8, 14336, 4096, Format::mxfp4) == 7);
   CHECK(wide(1, 12288, 4096, Format::mxfp4) == 6);
   CHECK(wide(1, 10240, 8192, Format::mxfp4) == 5);
   CHECK(wide(1, 8192, 8192) == 4);    // 512 tiles: GX = 4, as G = 4 in the row-block model
@@ -584,7 +583,7 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   CHECK(wide(16, 8192, 8192, Format::nvfp4, 1) == 4);
   CHECK(wide(1, 2048, 4096, Format::nvfp4, 1) == 0);
   CHECK(wide(1, 28672, 8192, Format::nvfp4, 1) == 0);
-  // over a sweep: GX = ceil(tiles / SMs), one round, where an instance applies and it pays
+  // over a sweep: GX = ceil(tiles / SMs), one round, where an instance applies
   for (int64_t m : {1, 8, 16})
     for (int64_t k : {1024, 4096, 4160, 8192, 14336, 16448})
       for (int64_t n = 16; n <= 16000; n += 16 * 29)
@@ -596,7 +595,7 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
                                                                 (k / 64 <= kDqGroup && gx_min <= kWideDq2Max));
             CHECK(ring_wide_tiles(m, n, k, f, sms, 1) == (applies ? gx_min : 0));
             const int gx = ring_wide_tiles(m, n, k, f, sms);
-            CHECK(gx == (applies && ring_wide_pays(m > 8 ? 2 : 1, gx_min, f) ? gx_min : 0));
+            CHECK(gx == (applies ? gx_min : 0));
             if (gx > 0) CHECK((tiles + gx - 1) / gx <= sms);  // one round
           }
 }

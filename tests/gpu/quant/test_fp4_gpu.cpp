@@ -405,8 +405,8 @@ TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quan
 // of one slice (1024), three with a last one of one chunk (2112: not NF4_DQ's, whose rows there span two
 // scale2 groups), four (4096, at GX = 3, 6, 7); 1, 8, 9 and 16 mma columns (M = 16 at GX >= 5: the sums
 // in two passes).
-// Unforced the launcher takes them where they measured faster (ring_wide_pays); run.sh runs the case
-// again with them forced on (an error where an instance applies and this device cannot run it) and off.
+// Unforced the launcher takes them wherever an instance applies; run.sh runs the case again with them
+// forced on (an error where an instance applies and this device cannot run it) and off.
 TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant][gemv-wide]") {
   std::mt19937_64 rng(fresh_seed());
   int dev = 0, sms = 0;
@@ -428,19 +428,15 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
       for (Format f : kFormats) {
         const int want = ring_wide_tiles(s.m, s.n, s.k, f, sms, forced);
         const bool two_groups = f == Format::nf4_dq && (s.k == 2112 || s.k == 4160);
-        const bool applies = !(two_groups && gx > kWideDq2Max) &&
-                             (forced == 1 || (forced == -1 && ring_wide_pays(s.m > 8 ? 2 : 1, gx, f)));
+        const bool applies = !(two_groups && gx > kWideDq2Max) && forced != 0;
         CHECK(want == (applies ? gx : 0));
         wide_cases += want > 0;
         check_matmul(s, f, s.m == 8 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
       }
     }
   }
-  // forced: 17 shapes x 4 formats, but NF4_DQ at K = 2112 with GX > kWideDq2Max (4); unforced: where
-  // ring_wide_pays
-  if (forced == 1) CHECK(wide_cases == 4 * 17 - 4);
-  else if (forced == 0) CHECK(wide_cases == 0);
-  else CHECK(wide_cases >= 30);
+  // 17 shapes x 4 formats, but NF4_DQ at K = 2112 with GX > kWideDq2Max (4); none when forced off
+  CHECK(wide_cases == (forced == 0 ? 0 : 4 * 17 - 4));
 }
 
 // The wgmma GEMM with its K chunks split over work items (Note [K split] in quant/gemm_traits.hpp):
