@@ -62,8 +62,13 @@ struct DevBuf {
   }
 };
 
+// VSTACK_TEST_SEED=<base> replays a run (the base seed it printed).
 uint64_t fresh_seed() {
-  static const uint64_t base = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
+  static const uint64_t base = [] {
+    const char* e = std::getenv("VSTACK_TEST_SEED");
+    return e && *e ? std::strtoull(e, nullptr, 10)
+                   : std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
+  }();
   static uint64_t n = 0;
   static bool printed = false;
   if (!printed) {
@@ -359,14 +364,22 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
                           // tiles + 33 split in halves (Note [Split tail]); the shapes above are all split
                           {1101, 4100, 128}};
   double worst_rel = 0;
+  std::string worst;
   for (Format f : kFormats)
     for (vstack_dtype_t dt : {VSTACK_DTYPE_BF16, VSTACK_DTYPE_F16})
       for (const MatmulShape& s : shapes)
         for (bool with_bias : {false, true}) {
           if (with_bias && s.m % 2 == 0) continue;  // bias on about half of the shapes
-          worst_rel = std::max(worst_rel, check_matmul(s, f, dt, with_bias, rng));
+          const double rel = check_matmul(s, f, dt, with_bias, rng);
+          if (rel > worst_rel) {
+            worst_rel = rel;
+            worst = "format " + std::to_string(static_cast<int>(f)) + " " + dtype_name(dt) + " m " +
+                    std::to_string(s.m) + " n " + std::to_string(s.n) + " k " + std::to_string(s.k) +
+                    (with_bias ? " bias" : "");
+          }
         }
-  std::printf("fp4_gpu_tests: worst ||y - ref|| / ||ref|| over all matmul cases: %.3g\n", worst_rel);
+  std::printf("fp4_gpu_tests: worst ||y - ref|| / ||ref|| over all matmul cases: %.3g (%s)\n", worst_rel,
+              worst.c_str());
 }
 
 // MXFP4 blocks at the bottom of the E8M0 range: weights 2^-122 times the usual 2^-8..2^8 spread, so
