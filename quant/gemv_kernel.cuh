@@ -55,11 +55,13 @@
 // on sm_89+. An E2M1 value (at most 2 significant bits) times an E4M3 scale (at most 4, exponents
 // 2^-9..2^8) has at most 6 significant bits in 2^-10..2688, so the product is exact in bf16 and in f16
 // (normal or subnormal). So the fragment is multiplied by its rows' scales in x's dtype (HMUL2 with a
-// half broadcast, free in the operand) and the mma accumulates straight into acc: per tile-chunk 4
-// HMUL2 + 2 PRMT + 4 CVT in place of 4 zeroed accumulators and 16 FFMAs per column tile (98 -> 88.5 SASS
-// at MT = 2 GX = 4, bf16). Measured (H100, 2026-11-23, bench_fp4.py M = 16, 6 alternations against the
-// fp32-scale build): NVFP4 0.978-0.988 on the seven bench shapes, other formats 0.990-1.004. MXFP4 does
-// not fold (E8M0 spans 2^-127..2^127, beyond f16), NF4 scales are fp32 and the values are not exact.
+// half broadcast, free in the operand) and the mma accumulates straight into acc: per tile-chunk 16 HMUL2,
+// 2 PRMT and the scale conversions (4 CVT; bf16 also widens and repacks) in place of 32 FFMA and the
+// group accumulators (98 -> 88.5 SASS at MT = 2 GX = 4, bf16). Measured (H100, 2026-11-23, bench_fp4.py
+// M = 16, 6 alternations against the fp32-scale build): NVFP4 0.978-0.988 on the seven bench shapes, the
+// other formats 0.990-1.004; the worst error statistic of the GPU matmul case unchanged under a replayed
+// seed. MXFP4 does not fold (E8M0 spans 2^-127..2^127, beyond f16), NF4 scales are fp32 and its values are
+// not exact; at MT = 1 the FFMAs are half as many, so it was not tried there.
 // Where the time goes (H100, nvfp4 M = 1, lab builds, docs/NOTES.md): at 8192^2 the compute alone
 // (weights from registers) takes 12.9 us, the loads alone 16.0, both 21.2, and a pure read of the
 // same bytes 14.1 (bench/quant/read_floor.cu). A warp issues batch i + 2's loads only after it has
