@@ -51,11 +51,15 @@ struct Dt<__nv_bfloat16> {
     __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
     return *reinterpret_cast<uint32_t*>(&r);
   }
-  // An mma A fragment's rows scaled: a[0], a[2] (row g) by the low half of s, a[1], a[3] (row g + 8) by the
-  // high half; s is an f16x2 pair whose values bf16 holds exactly (E4M3 scales).
-  __device__ __forceinline__ static void scale_rows(uint32_t (&a)[4], uint32_t s) {
+  // An f16x2 pair as a pair of this type (exact for the values both hold: E4M3 scales).
+  __device__ __forceinline__ static uint32_t from_f16x2(uint32_t s) {
     const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&s));
-    const __nv_bfloat162 s2 = __floats2bfloat162_rn(f.x, f.y);
+    return pack2(f.x, f.y);
+  }
+  // An mma A fragment's rows scaled: a[0], a[2] (row g) by the low half of the pair s, a[1], a[3] (row g + 8)
+  // by the high half.
+  __device__ __forceinline__ static void scale_rows(uint32_t (&a)[4], uint32_t s) {
+    const __nv_bfloat162 s2 = *reinterpret_cast<const __nv_bfloat162*>(&s);
     const __nv_bfloat162 sl = __low2bfloat162(s2), sh = __high2bfloat162(s2);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -84,6 +88,7 @@ struct Dt<__half> {
     __half2 r = __hmul2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b));
     return *reinterpret_cast<uint32_t*>(&r);
   }
+  __device__ __forceinline__ static uint32_t from_f16x2(uint32_t s) { return s; }
   __device__ __forceinline__ static void scale_rows(uint32_t (&a)[4], uint32_t s) {
     const __half2 s2 = *reinterpret_cast<const __half2*>(&s);
     const __half2 sl = __low2half2(s2), sh = __high2half2(s2);

@@ -60,8 +60,17 @@
 // group accumulators (98 -> 88.5 SASS at MT = 2 GX = 4, bf16). Measured (H100, 2026-11-23, bench_fp4.py
 // M = 16, 6 alternations against the fp32-scale build): NVFP4 0.978-0.988 on the seven bench shapes, the
 // other formats 0.990-1.004; the worst error statistic of the GPU matmul case unchanged under a replayed
-// seed. MXFP4 does not fold (E8M0 spans 2^-127..2^127, beyond f16), NF4 scales are fp32 and its values are
-// not exact; at MT = 1 the FFMAs are half as many, so it was not tried there.
+// seed. NF4 scales are fp32 and its values are not exact; at MT = 1 the FFMAs are half as many, so it was
+// not tried there.
+// MXFP4 folds with bf16 x only, and only where the scale is in 2^-63..2^64 (E8M0 spans 2^-127..2^127,
+// beyond f16; bf16 2^(e - 127) is just e << 7): a warp whose chunk holds any other scale byte (0, 0xFF
+// NaN, the tiny scales of the tests, zero-filled rows past N) takes the fp32 path for that chunk, by a
+// vote (4 SASS). The products then stay normal bf16 and exact. Per tile-chunk 16 HMUL2 + 2 PRMT + 2 SHL
+// + the vote in place of 16 FFMA and four E8M0 decodes of 5 SASS, and the fp32 path's registers leave the
+// hot loop: the MT = 2 instances no longer spill (GX 5-7 spilled 20-44 B). Measured (H100, 2026-11-23,
+// bench_fp4.py M = 16, 6 alternations, the same call as a full GPU suite on the lab build): MXFP4
+// 0.937-0.970 on the six large bench shapes (8192^2 73.7 -> 76.9 % of the stream, 14336x4096 67.9 ->
+// 72.5 %), 4096^2 0.996; the other formats 0.986-1.013.
 // Where the time goes (H100, nvfp4 M = 1, lab builds, docs/NOTES.md): at 8192^2 the compute alone
 // (weights from registers) takes 12.9 us, the loads alone 16.0, both 21.2, and a pure read of the
 // same bytes 14.1 (bench/quant/read_floor.cu). A warp issues batch i + 2's loads only after it has
@@ -199,6 +208,25 @@ __device__ __forceinline__ void x_fragments(uint32_t (&bx)[MT][4][2], const uint
 // EVEN: only the even mma columns are kept (M = 1: column 0 is the only one stored). NF4_DQ: g2(h) is
 // the scale2 group value of row g + 8 h at this chunk, or (NoG2) it is loaded here.
 struct NoG2 {};
+// A chunk's four k16 steps with each step's A fragment scaled in x's dtype by pair(step), the pair of its rows'
+// scales, and the mma accumulating into acc (Note [NVFP4 scale in A]).
+template <typename T, int MT, typename Lookup, typename Pair>
+__device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint32_t (&bx)[MT][4][2], uint2 lo,
+                                                 uint2 hi, Lookup lookup, Pair pair) {
+#pragma unroll
+  for (int stp = 0; stp < 4; ++stp) {
+    const uint32_t wl = stp < 2 ? lo.x : lo.y, wh = stp < 2 ? hi.x : hi.y;
+    const int b = (stp & 1) * 2;
+    uint32_t af[4];
+    af[0] = lookup(wl, b);
+    af[1] = lookup(wh, b);
+    af[2] = lookup(wl, b + 1);
+    af[3] = lookup(wh, b + 1);
+    dev::Dt<T>::scale_rows(af, pair(stp));
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) dev::Dt<T>::mma(acc[mt], af, bx[mt][stp][0], bx[mt][stp][1]);
+  }
+}
 template <Format F, typename T, int MT, typename Lookup, bool EVEN = false, typename G2 = NoG2>
 __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmParams& p, const uint32_t (&bx)[MT][4][2],
                                              int g, int kc_total, int kc0, int kc, uint2 lo, uint2 hi, uint32_t s_a,
@@ -209,20 +237,18 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
     uint32_t sg[4];  // scale group j of rows (g, g + 8) as f16x2
     e4m3x4_to_f16x2(__byte_perm(s_a, s_b, 0x5140), sg[0], sg[1]);
     e4m3x4_to_f16x2(__byte_perm(s_a, s_b, 0x7362), sg[2], sg[3]);
-#pragma unroll
-    for (int stp = 0; stp < 4; ++stp) {
-      const uint32_t wl = stp < 2 ? lo.x : lo.y, wh = stp < 2 ? hi.x : hi.y;
-      const int b = (stp & 1) * 2;
-      uint32_t af[4];
-      af[0] = lookup(wl, b);
-      af[1] = lookup(wh, b);
-      af[2] = lookup(wl, b + 1);
-      af[3] = lookup(wh, b + 1);
-      D::scale_rows(af, sg[stp]);
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) D::mma(acc[mt], af, bx[mt][stp][0], bx[mt][stp][1]);
-    }
+    mma_scaled_steps<T, MT>(acc, bx, lo, hi, lookup, [&](int stp) { return D::from_f16x2(sg[stp]); });
     return;
+  }
+  if constexpr (F == Format::mxfp4 && MT == 2 && std::is_same_v<T, __nv_bfloat16>) {  // Note [NVFP4 scale in A]
+    // E8M0 bytes e in 64..191 (bits 7 and 6 differ): bf16 2^(e - 127) is e << 7, and its products with
+    // E2M1 values are normal bf16, exact. Where any byte of the warp's chunk lies outside: the fp32 path.
+    const uint32_t w = s_a | (s_b << 16);
+    if (__all_sync(0xFFFFFFFFu, ((w ^ (w << 1)) & 0x80808080u) == 0x80808080u)) {
+      const uint32_t sg[2] = {__byte_perm(s_a, s_b, 0x2420) << 7, __byte_perm(s_a, s_b, 0x2521) << 7};
+      mma_scaled_steps<T, MT>(acc, bx, lo, hi, lookup, [&](int stp) { return sg[stp >> 1]; });
+      return;
+    }
   }
 #endif
   constexpr int G = block_size(F) / 16;  // k16 steps per scale
