@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace vstack::quant::dev {
 
@@ -37,6 +38,26 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
                : "r"(smem_u32(p)));
 }
 
+// An mma A fragment's rows scaled (Dt::scale_rows): a[0], a[2] (row g) by the low half of the pair s,
+// a[1], a[3] (row g + 8) by the high half; P2 is the pair type (__half2 or __nv_bfloat162).
+template <typename P2>
+__device__ __forceinline__ void scale_rows_by(uint32_t (&a)[4], uint32_t s) {
+  const P2 s2 = *reinterpret_cast<const P2*>(&s);
+  P2 sl, sh;
+  if constexpr (std::is_same_v<P2, __half2>) {
+    sl = __low2half2(s2);
+    sh = __high2half2(s2);
+  } else {
+    sl = __low2bfloat162(s2);
+    sh = __high2bfloat162(s2);
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const P2 v = __hmul2(*reinterpret_cast<const P2*>(&a[i]), i & 1 ? sh : sl);
+    a[i] = *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
 template <typename T>
 struct Dt;
 
@@ -56,16 +77,8 @@ struct Dt<__nv_bfloat16> {
     const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&s));
     return pack2(f.x, f.y);
   }
-  // An mma A fragment's rows scaled: a[0], a[2] (row g) by the low half of the pair s, a[1], a[3] (row g + 8)
-  // by the high half.
   __device__ __forceinline__ static void scale_rows(uint32_t (&a)[4], uint32_t s) {
-    const __nv_bfloat162 s2 = *reinterpret_cast<const __nv_bfloat162*>(&s);
-    const __nv_bfloat162 sl = __low2bfloat162(s2), sh = __high2bfloat162(s2);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a[i]), i & 1 ? sh : sl);
-      a[i] = *reinterpret_cast<const uint32_t*>(&v);
-    }
+    scale_rows_by<__nv_bfloat162>(a, s);
   }
   __device__ __forceinline__ static float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
   __device__ __forceinline__ static __nv_bfloat16 from_f(float v) { return __float2bfloat16_rn(v); }
@@ -89,15 +102,7 @@ struct Dt<__half> {
     return *reinterpret_cast<uint32_t*>(&r);
   }
   __device__ __forceinline__ static uint32_t from_f16x2(uint32_t s) { return s; }
-  __device__ __forceinline__ static void scale_rows(uint32_t (&a)[4], uint32_t s) {
-    const __half2 s2 = *reinterpret_cast<const __half2*>(&s);
-    const __half2 sl = __low2half2(s2), sh = __high2half2(s2);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const __half2 v = __hmul2(*reinterpret_cast<const __half2*>(&a[i]), i & 1 ? sh : sl);
-      a[i] = *reinterpret_cast<const uint32_t*>(&v);
-    }
-  }
+  __device__ __forceinline__ static void scale_rows(uint32_t (&a)[4], uint32_t s) { scale_rows_by<__half2>(a, s); }
   __device__ __forceinline__ static float to_f(__half v) { return __half2float(v); }
   __device__ __forceinline__ static __half from_f(float v) { return __float2half_rn(v); }
   __device__ __forceinline__ static void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
