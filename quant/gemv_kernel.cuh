@@ -208,6 +208,16 @@ __device__ __forceinline__ void x_fragments(uint32_t (&bx)[MT][4][2], const uint
 // EVEN: only the even mma columns are kept (M = 1: column 0 is the only one stored). NF4_DQ: g2(h) is
 // the scale2 group value of row g + 8 h at this chunk, or (NoG2) it is loaded here.
 struct NoG2 {};
+// The mma A fragment of k16 step stp of a chunk, decoded from codes lo (row g) / hi (row g + 8).
+template <typename Lookup>
+__device__ __forceinline__ void a_fragment(uint32_t (&af)[4], uint2 lo, uint2 hi, int stp, Lookup lookup) {
+  const uint32_t wl = stp < 2 ? lo.x : lo.y, wh = stp < 2 ? hi.x : hi.y;
+  const int b = (stp & 1) * 2;  // byte of the word
+  af[0] = lookup(wl, b);
+  af[1] = lookup(wh, b);
+  af[2] = lookup(wl, b + 1);
+  af[3] = lookup(wh, b + 1);
+}
 // A chunk's four k16 steps with each step's A fragment scaled in x's dtype by pair(step), the pair of its rows'
 // scales, and the mma accumulating into acc (Note [NVFP4 scale in A]).
 template <typename T, int MT, typename Lookup, typename Pair>
@@ -215,13 +225,8 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
                                                  uint2 hi, Lookup lookup, Pair pair) {
 #pragma unroll
   for (int stp = 0; stp < 4; ++stp) {
-    const uint32_t wl = stp < 2 ? lo.x : lo.y, wh = stp < 2 ? hi.x : hi.y;
-    const int b = (stp & 1) * 2;
     uint32_t af[4];
-    af[0] = lookup(wl, b);
-    af[1] = lookup(wh, b);
-    af[2] = lookup(wl, b + 1);
-    af[3] = lookup(wh, b + 1);
+    a_fragment(af, lo, hi, stp, lookup);
     dev::Dt<T>::scale_rows(af, pair(stp));
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) dev::Dt<T>::mma(acc[mt], af, bx[mt][stp][0], bx[mt][stp][1]);
@@ -296,13 +301,8 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
       for (int e = 0; e < 4; ++e) d[mt][e] = 0.0f;
 #pragma unroll
     for (int stp = grp * G; stp < (grp + 1) * G; ++stp) {
-      const uint32_t wl = stp < 2 ? lo.x : lo.y, wh = stp < 2 ? hi.x : hi.y;
-      const int b = (stp & 1) * 2;  // byte of the word
       uint32_t af[4];
-      af[0] = lookup(wl, b);
-      af[1] = lookup(wh, b);
-      af[2] = lookup(wl, b + 1);
-      af[3] = lookup(wh, b + 1);
+      a_fragment(af, lo, hi, stp, lookup);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) D::mma(d[mt], af, bx[mt][stp][0], bx[mt][stp][1]);
     }
