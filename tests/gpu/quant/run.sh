@@ -15,8 +15,8 @@ export LD_LIBRARY_PATH="$build/kernels:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-
 jobs_max=${VSTACK_TEST_JOBS:-4}
 logs=${VSTACK_TEST_LOGS:-$(mktemp -d /tmp/vstack-fp4-gpu.XXXXXX)}
 mkdir -p "$logs"
-names=()  # run i: its label, log and (once waited for) exit status
-declare -A pid_of=()
+names=()  # run i: its label, its process (pids[i]) and its log (run$i.log)
+pids=()
 # run LABEL [VAR=VALUE...] -- [binary args...]: the binary in the background with those settings
 run() {
   local label=$1
@@ -27,7 +27,7 @@ run() {
   while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
   local log="$logs/run${#names[@]}.log"
   env "${envs[@]}" "$bin" "$@" > "$log" 2>&1 &
-  pid_of[$label]=$!
+  pids+=($!)
   names+=("$label")
 }
 # the whole binary, unforced (the heuristics' choices)
@@ -67,7 +67,7 @@ status=0
 passed=0
 for i in "${!names[@]}"; do
   label=${names[$i]}
-  if wait "${pid_of[$label]}"; then
+  if wait "${pids[$i]}"; then
     passed=$((passed + 1))
   else
     echo "$label FAILED:"
