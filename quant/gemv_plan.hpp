@@ -435,8 +435,18 @@ constexpr RingLayout wide_layout(int64_t m, int scale_bytes, int gx) {
   l.ok = m >= 1 && m <= kGemvMaxM && ring_wide_instance(gx) && l.slots <= wide_slots(scale_bytes, m > 8 ? 2 : 1);
   return l;
 }
-// Tiles whose sums fit region B at once: [16 warps][tiles][8 MT columns][kRingSumPitch] fp32 (MT = 1: 9, 2: 4).
-constexpr int wide_pass(int mt) { return static_cast<int>(kRingBBytes / (kRingWarps * 8 * mt * kRingSumPitch * 4)); }
+// The wide kernel's sums of a pass of P tiles: [16 warps][8 MT columns][wide_sum_pitch(P)] fp32, a column's
+// P x 16 rows contiguous. The epilogue's reads (a warp: 32 consecutive rows of one column) are then
+// contiguous, one shared-memory wavefront each; with session 17's [warp][tile][column][row] at a pitch of
+// 20 floats, tiles lay 0 mod 32 floats apart and every read was 2-way. A pitch of 4 mod 16 keeps the
+// fragment stores (lanes: rows g, columns 2 r apart) on 32 banks.
+constexpr int wide_sum_pitch(int p) { return 16 * p + 4; }
+// Tiles whose sums fit region B at once (MT = 1: 12, 2: 5).
+constexpr int wide_pass(int mt) {
+  int p = 0;
+  while (static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(p + 1) * 4 <= kRingBBytes) ++p;
+  return p;
+}
 
 // GX of the wide kernel for the decode launcher, or 0 (then gemv_ring_mode's G): GX = ceil(tiles / sms)
 // where that is an instance and the ring applies (the caller asked gemv_ring_mode); since session 20 it

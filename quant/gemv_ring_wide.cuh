@@ -17,7 +17,7 @@
 // Shared memory: region A holds the barriers and, from kWideXAddr, the x buffers that fit there (both at
 // MT = 1, one at MT = 2: 16 chunks x 8 or 16 rows x 128 B, 16 / 32 KB, 1024-aligned for the swizzle);
 // region B the other x buffer, then the slots (codes and scales of 16 chunks, 1 KB-aligned). After the
-// last stage the row block's sums, [16 warps][tiles][8 MT columns][kRingSumPitch] fp32, alias region B,
+// last stage the row block's sums, [16 warps][8 MT columns][tiles x 16 rows] fp32, alias region B,
 // written and added in passes of wide_pass(MT) tiles; a thread per (row, column) adds the 16 warps' sums
 // in warp order (deterministic).
 #pragma once
@@ -231,10 +231,11 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
     }
   }
   // The sums, aliasing region B: every stage has been consumed and nothing more is in flight (one row
-  // block). Passes of P tiles: each warp writes [warp][tile][column][row], then a thread per (row,
-  // column) adds the warps' in warp order.
+  // block). Passes of P tiles: each warp writes [warp][column][tile, row] (wide_sum_pitch), then a
+  // thread per (row, column) adds the warps' in warp order.
   float* sums = reinterpret_cast<float*>(region_b);
   constexpr int P = wide_pass(MT) < GX ? wide_pass(MT) : GX;
+  constexpr int SP = wide_sum_pitch(P);
 #pragma unroll
   for (int tp = 0; tp < GX; tp += P) {
     const int np = GX - tp < P ? GX - tp : P;
@@ -245,16 +246,16 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int e = 0; e < 4; ++e)
-          sums[((warp * P + tt) * MC + mt * 8 + 2 * r + (e & 1)) * kRingSumPitch + g + 8 * (e >> 1)] = acc[tp + tt][mt][e];
+          sums[(warp * MC + mt * 8 + 2 * r + (e & 1)) * SP + tt * kGemvRows + g + 8 * (e >> 1)] = acc[tp + tt][mt][e];
     hp::named_barrier_sync(1, kRingWarps * 32);
     for (int i = tid; i < np * kGemvRows * p.m; i += kRingWarps * 32) {  // consecutive threads: consecutive rows
       const int nl = i % (np * kGemvRows), m = i / (np * kGemvRows);
       const int n = kGemvRows * (t0 + tp) + nl;
       if (n >= p.n) continue;
-      const float* src = sums + (nl / kGemvRows * MC + m) * kRingSumPitch + nl % kGemvRows;
+      const float* src = sums + m * SP + nl;
       float v = 0.0f;
 #pragma unroll
-      for (int w = 0; w < kRingWarps; ++w) v += src[w * P * MC * kRingSumPitch];
+      for (int w = 0; w < kRingWarps; ++w) v += src[w * MC * SP];
       v *= gs;
       if (bias) v += D::to_f(bias[n]);
       y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);

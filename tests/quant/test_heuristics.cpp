@@ -511,7 +511,8 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
         CHECK(l.slots >= kRingMinSlots);
         CHECK(l.slots <= kRingMaxSlots);
         CHECK((2 - wide_x_in_a(mt)) * wide_x_bytes(mt) + l.slots * l.slot_bytes <= kRingBBytes);
-        CHECK(static_cast<int64_t>(kRingWarps) * wide_pass(mt) * 8 * mt * kRingSumPitch * 4 <= kRingBBytes);
+        CHECK(static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(wide_pass(mt)) * 4 <= kRingBBytes);
+        CHECK(static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(wide_pass(mt) + 1) * 4 > kRingBBytes);
         CHECK(wide_pass(mt) >= 1);
       }
   CHECK(wide_slots(4, 1) == 8);  // 9 KB slots: 11 fit B, capped; 7 beside a 32 KB x buffer at MT = 2
@@ -523,6 +524,7 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   CHECK(!wide_layout(16, 4, 8).ok);  // no instance
   CHECK((2 * kRingMaxSlots + 4) * 8 <= kRingABytes);  // full, empty, and the x buffers' two pairs
   CHECK(wide_pass(1) >= kRingWideMax);                  // M <= 8: one pass
+  CHECK(wide_pass(2) == 5);                             // M > 8: GX 6 and 7 in two
   for (int gx = 0; gx <= 9; ++gx) CHECK(ring_wide_instance(gx) == (gx >= 2 && gx <= 7));
   // the ring kernel's 16 consumer warps and a producer warpgroup whose registers setmaxnreg lends to the
   // consumers, within the CTA's pool, and within a sub-partition (4 consumer warps, 1 producer)
@@ -532,18 +534,34 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   STATIC_REQUIRE(kWideConsumerRegs > kWideLaunchRegs);
   STATIC_REQUIRE(kRingWarps * 32 * kWideConsumerRegs + 128 * kWideProducerRegs <= 640 * kWideLaunchRegs);
   STATIC_REQUIRE(4 * 32 * kWideConsumerRegs + 32 * kWideProducerRegs <= 16384);
-  // the epilogue's reads of a pass: thread i, row i % 16 of tile i / 16 % np, column i / (16 np); each
-  // warp at most two lanes per bank (tiles MC x kRingSumPitch floats apart: 0 mod 32)
-  for (int mc : {8, 16})
-    for (int np = 1; np <= wide_pass(mc / 8); ++np)
-      for (int t0 = 0; t0 < 512; t0 += 32) {
-        std::map<int, int> per_bank;
-        for (int i = t0; i < t0 + 32; ++i) {
-          const int nl = i % (np * 16), m = i / (np * 16) % mc;
-          ++per_bank[((nl / 16 * mc + m) * kRingSumPitch + nl % 16) % 32];
+  // The epilogue's sums, [warp][column][wide_sum_pitch(P)] (quant/gemv_ring_wide.cuh). Each fragment store
+  // of a warp (lane: row 16 tt + g + 8 h, column 8 mt + 2 r + c) hits 32 distinct banks. The reads of a
+  // pass of np <= P tiles: thread i, row i % (16 np) of column i / (16 np); a warp whose 32 rows lie in
+  // one column reads 32 distinct banks (one wavefront), one that spans two columns at most two lanes a bank.
+  for (int mt = 1; mt <= 2; ++mt) {
+    const int mc = 8 * mt, sp = wide_sum_pitch(wide_pass(mt));
+    for (int tt = 0; tt < wide_pass(mt); ++tt)
+      for (int f = 0; f < mt; ++f)  // the store of acc[tt][f][e]
+        for (int e = 0; e < 4; ++e) {
+          std::set<int> banks;
+          for (int lane = 0; lane < 32; ++lane) {
+            const int g = lane >> 2, r = lane & 3;
+            banks.insert(((8 * f + 2 * r + (e & 1)) * sp + 16 * tt + g + 8 * (e >> 1)) % 32);
+          }
+          CHECK(banks.size() == 32);
         }
-        for (const auto& [bank, n] : per_bank) CHECK(n <= 2);
+    for (int np = 1; np <= wide_pass(mt); ++np)
+      for (int t0 = 0; t0 < 16 * np * mc; t0 += 32) {
+        std::map<int, int> per_bank;
+        for (int i = t0; i < t0 + 32 && i < 16 * np * mc; ++i) {
+          const int nl = i % (16 * np), m = i / (16 * np);
+          ++per_bank[(m * sp + nl) % 32];
+        }
+        int most = 0;
+        for (const auto& [bank, n] : per_bank) most = std::max(most, n);
+        CHECK(most <= (t0 / (16 * np) == std::min(t0 + 31, 16 * np * mc - 1) / (16 * np) ? 1 : 2));
       }
+  }
   auto wide = [](int64_t m, int64_t n, int64_t k, Format f = Format::nvfp4, int forced = -1) {
     return ring_wide_tiles(m, n, k, f, 132, forced);
   };

@@ -489,7 +489,7 @@ TEST_CASE("split-K workspace under stream capture", "[gpu][quant]") {
 TEST_CASE("matmul: a NaN weight block poisons exactly its column", "[gpu][quant]") {
   std::mt19937_64 rng(fresh_seed());
   const int64_t n = 48, k = 256;
-  for (int64_t m : {5, 300})  // the mma.sync GEMV and the wgmma tiles
+  for (int64_t m : {5, 16, 300})  // the mma.sync GEMV (16: the scale folded into A) and the wgmma tiles
     for (Format f : kFormats) {
       std::vector<float> w = random_matrix(n, k, rng);
       w[7 * k + 100] = NAN;  // row 7 = output column 7
