@@ -439,7 +439,9 @@ constexpr RingLayout wide_layout(int64_t m, int scale_bytes, int gx) {
 // P x 16 rows contiguous. The epilogue's reads (a warp: 32 consecutive rows of one column) are then
 // contiguous, one shared-memory wavefront each; with session 17's [warp][tile][column][row] at a pitch of
 // 20 floats, tiles lay 0 mod 32 floats apart and every read was 2-way. A pitch of 4 mod 16 keeps the
-// fragment stores (lanes: rows g, columns 2 r apart) on 32 banks.
+// fragment stores (lanes: rows g, columns 2 r apart) on 32 banks. Measured (H100, 2026-11-23, bench_fp4.py,
+// 4 alternations): 0.981 over the 84 decode cells, 0.96-0.97 at GX 6-7 M = 16; an epilogue without the
+// traffic at all (a wrong-result lab) would be 0.92-0.94 there (docs/NOTES.md, session 21).
 constexpr int wide_sum_pitch(int p) { return 16 * p + 4; }
 // Tiles whose sums fit region B at once (MT = 1: 12, 2: 5).
 constexpr int wide_pass(int mt) {
