@@ -443,10 +443,16 @@ constexpr RingLayout wide_layout(int64_t m, int scale_bytes, int gx) {
 // 4 alternations): 0.981 over the 84 decode cells, 0.96-0.97 at GX 6-7 M = 16; an epilogue without the
 // traffic at all (a wrong-result lab) would be 0.92-0.94 there (docs/NOTES.md, session 21).
 constexpr int wide_sum_pitch(int p) { return 16 * p + 4; }
-// Tiles whose sums fit region B at once (MT = 1: 12, 2: 5).
+// Where the sums go once the loop is done: from kWideXAddr to the end of dynamic shared memory (the x
+// buffers, the code table and region B are all free then; at least this many bytes for any base). Until
+// session 22 they used region B only, and at MT = 2 GX 6 and 7 took two passes (wide_pass(2) was 5).
+inline constexpr int64_t kWideSumBytes = kRingSmem - kWideXAddr;
+// Tiles whose sums fit at once (MT = 1: 24, 2: 11): every instance's in one pass. Measured against the two
+// passes (H100, 2026-11-23, bench_fp4.py, 4 alternations): M = 16 at GX 6 0.972-0.980, at GX 7 0.988-0.992,
+// 0.997 over the 84 decode cells.
 constexpr int wide_pass(int mt) {
   int p = 0;
-  while (static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(p + 1) * 4 <= kRingBBytes) ++p;
+  while (static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(p + 1) * 4 <= kWideSumBytes) ++p;
   return p;
 }
 

@@ -17,8 +17,9 @@
 // Shared memory: region A holds the barriers and, from kWideXAddr, the x buffers that fit there (both at
 // MT = 1, one at MT = 2: 16 chunks x 8 or 16 rows x 128 B, 16 / 32 KB, 1024-aligned for the swizzle);
 // region B the other x buffer, then the slots (codes and scales of 16 chunks, 1 KB-aligned). After the
-// last stage the row block's sums, [16 warps][8 MT columns][tiles x 16 rows] fp32, alias region B,
-// written and added in passes of wide_pass(MT) tiles; a thread per (row, column) adds the 16 warps' sums
+// last stage the row block's sums, [16 warps][8 MT columns][tiles x 16 rows] fp32, alias everything from
+// kWideXAddr on (x buffers, table, region B: all free by then), written and added in passes of
+// wide_pass(MT) tiles (one pass for every instance); a thread per (row, column) adds the 16 warps' sums
 // in warp order (deterministic).
 #pragma once
 
@@ -230,16 +231,16 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
       }
     }
   }
-  // The sums, aliasing region B: every stage has been consumed and nothing more is in flight (one row
-  // block). Passes of P tiles: each warp writes [warp][column][tile, row] (wide_sum_pitch), then a
+  // The sums, aliasing everything from kWideXAddr on (kWideSumBytes): every stage has been consumed, every
+  // table lookup made and nothing more is in flight (one row block) once all consumers pass the barrier below. Passes of P tiles: each warp writes [warp][column][tile, row] (wide_sum_pitch), then a
   // thread per (row, column) adds the warps' in warp order.
-  float* sums = reinterpret_cast<float*>(region_b);
+  float* sums = reinterpret_cast<float*>(xa);
   constexpr int P = wide_pass(MT) < GX ? wide_pass(MT) : GX;
   constexpr int SP = wide_sum_pitch(P);
 #pragma unroll
   for (int tp = 0; tp < GX; tp += P) {
     const int np = GX - tp < P ? GX - tp : P;
-    hp::named_barrier_sync(1, kRingWarps * 32);  // region B free: the slots' last reads, or the last pass's sums
+    hp::named_barrier_sync(1, kRingWarps * 32);  // free: the slots', x's and table's last reads, or the last pass's sums
 #pragma unroll
     for (int tt = 0; tt < P && tp + tt < GX; ++tt)
 #pragma unroll

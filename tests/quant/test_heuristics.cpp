@@ -511,8 +511,8 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
         CHECK(l.slots >= kRingMinSlots);
         CHECK(l.slots <= kRingMaxSlots);
         CHECK((2 - wide_x_in_a(mt)) * wide_x_bytes(mt) + l.slots * l.slot_bytes <= kRingBBytes);
-        CHECK(static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(wide_pass(mt)) * 4 <= kRingBBytes);
-        CHECK(static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(wide_pass(mt) + 1) * 4 > kRingBBytes);
+        CHECK(static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(wide_pass(mt)) * 4 <= kWideSumBytes);
+        CHECK(static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(wide_pass(mt) + 1) * 4 > kWideSumBytes);
         CHECK(wide_pass(mt) >= 1);
       }
   CHECK(wide_slots(4, 1) == 8);  // 9 KB slots: 11 fit B, capped; 7 beside a 32 KB x buffer at MT = 2
@@ -523,8 +523,12 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   CHECK(wide_ring_slots(5, 4, 1) == 5);
   CHECK(!wide_layout(16, 4, 8).ok);  // no instance
   CHECK((2 * kRingMaxSlots + 4) * 8 <= kRingABytes);  // full, empty, and the x buffers' two pairs
-  CHECK(wide_pass(1) >= kRingWideMax);                  // M <= 8: one pass
-  CHECK(wide_pass(2) == 5);                             // M > 8: GX 6 and 7 in two
+  CHECK(wide_pass(1) >= kRingWideMax);  // one pass at every GX, M <= 8
+  CHECK(wide_pass(2) >= kRingWideMax);  // and M > 8
+  // the sums' space, from kWideXAddr to the end of the dynamic shared memory of a CTA based at 0 (any
+  // base leaves more), covers the x buffers in A, the table and region B
+  CHECK(kWideXAddr + kWideSumBytes == kRingSmem);
+  CHECK(kWideXAddr + wide_x_in_a(2) * wide_x_bytes(2) <= kRingLutAddr);
   for (int gx = 0; gx <= 9; ++gx) CHECK(ring_wide_instance(gx) == (gx >= 2 && gx <= 7));
   // the ring kernel's 16 consumer warps and a producer warpgroup whose registers setmaxnreg lends to the
   // consumers, within the CTA's pool, and within a sub-partition (4 consumer warps, 1 producer)

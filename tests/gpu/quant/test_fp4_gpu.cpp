@@ -416,8 +416,8 @@ TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quan
 // The wide row blocks (Note [Wide row blocks] in quant/gemv_plan.hpp) of each instance GX = 2..7 on this
 // device: N of ceil(tiles / SMs) = GX with a ragged last tile and a last row block with tiles past N; K
 // of one slice (1024), three with a last one of one chunk (2112: not NF4_DQ's, whose rows there span two
-// scale2 groups), four (4096, at GX = 3, 6, 7); 1, 8, 9 and 16 mma columns (M = 16 at GX >= 6: the sums
-// in two passes, wide_pass(2) = 5).
+// scale2 groups), four (4096, at GX = 3, 6, 7); 1, 8, 9 and 16 mma columns (M = 16 at GX >= 6: the most
+// sums, 119 KB, over the x buffers, the code table and region B).
 // Unforced the launcher takes them wherever an instance applies; run.sh runs the case again with them
 // forced on (an error where an instance applies and this device cannot run it) and off.
 TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant][gemv-wide]") {
