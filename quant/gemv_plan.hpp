@@ -435,7 +435,7 @@ constexpr RingLayout wide_layout(int64_t m, int scale_bytes, int gx) {
   l.ok = m >= 1 && m <= kGemvMaxM && ring_wide_instance(gx) && l.slots <= wide_slots(scale_bytes, m > 8 ? 2 : 1);
   return l;
 }
-// The wide kernel's sums of a pass of P tiles: [16 warps][8 MT columns][wide_sum_pitch(P)] fp32, a column's
+// The wide kernel's sums of its P = GX tiles: [16 warps][8 MT columns][wide_sum_pitch(P)] fp32, a column's
 // P x 16 rows contiguous. The epilogue's reads (a warp: 32 consecutive rows of one column) are then
 // contiguous, one shared-memory wavefront each; with session 17's [warp][tile][column][row] at a pitch of
 // 20 floats, tiles lay 0 mod 32 floats apart and every read was 2-way. A pitch of 4 mod 16 keeps the
@@ -447,7 +447,7 @@ constexpr int wide_sum_pitch(int p) { return 16 * p + 4; }
 // buffers, the code table and region B are all free then; at least this many bytes for any base). Until
 // session 22 they used region B only, and at MT = 2 GX 6 and 7 took two passes (wide_pass(2) was 5).
 inline constexpr int64_t kWideSumBytes = kRingSmem - kWideXAddr;
-// Tiles whose sums fit at once (MT = 1: 24, 2: 11): every instance's in one pass. Measured against the two
+// Tiles whose sums fit at once (MT = 1: 24, 2: 11): every instance's (the kernel asserts it). Measured against the two
 // passes (H100, 2026-11-23, bench_fp4.py, 4 alternations): M = 16 at GX 6 0.972-0.980, at GX 7 0.988-0.992,
 // 0.997 over the 84 decode cells.
 constexpr int wide_pass(int mt) {

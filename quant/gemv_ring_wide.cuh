@@ -18,9 +18,8 @@
 // MT = 1, one at MT = 2: 16 chunks x 8 or 16 rows x 128 B, 16 / 32 KB, 1024-aligned for the swizzle);
 // region B the other x buffer, then the slots (codes and scales of 16 chunks, 1 KB-aligned). After the
 // last stage the row block's sums, [16 warps][8 MT columns][tiles x 16 rows] fp32, alias everything from
-// kWideXAddr on (x buffers, table, region B: all free by then), written and added in passes of
-// wide_pass(MT) tiles (one pass for every instance); a thread per (row, column) adds the 16 warps' sums
-// in warp order (deterministic).
+// kWideXAddr on (x buffers, table, region B: all free by then), all GX tiles at once (wide_pass); a
+// thread per (row, column) adds the 16 warps' sums in warp order (deterministic).
 #pragma once
 
 #include "quant/gemv_ring.cuh"
@@ -232,35 +231,32 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
     }
   }
   // The sums, aliasing everything from kWideXAddr on (kWideSumBytes): every stage has been consumed, every
-  // table lookup made and nothing more is in flight (one row block) once all consumers pass the barrier below. Passes of P tiles: each warp writes [warp][column][tile, row] (wide_sum_pitch), then a
-  // thread per (row, column) adds the warps' in warp order.
+  // table lookup made and nothing more is in flight (one row block) once all consumers pass the barrier
+  // below. Each warp writes [warp][column][tile, row] (wide_sum_pitch), then a thread per (row, column)
+  // adds the warps' in warp order.
+  static_assert(wide_pass(MT) >= GX, "the row block's sums fit at once");
+  constexpr int SP = wide_sum_pitch(GX);
   float* sums = reinterpret_cast<float*>(xa);
-  constexpr int P = wide_pass(MT) < GX ? wide_pass(MT) : GX;
-  constexpr int SP = wide_sum_pitch(P);
+  hp::named_barrier_sync(1, kRingWarps * 32);  // free: the slots', x's and the table's last reads
 #pragma unroll
-  for (int tp = 0; tp < GX; tp += P) {
-    const int np = GX - tp < P ? GX - tp : P;
-    hp::named_barrier_sync(1, kRingWarps * 32);  // free: the slots', x's and table's last reads, or the last pass's sums
+  for (int tt = 0; tt < GX; ++tt)
 #pragma unroll
-    for (int tt = 0; tt < P && tp + tt < GX; ++tt)
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+      for (int e = 0; e < 4; ++e)
+        sums[(warp * MC + mt * 8 + 2 * r + (e & 1)) * SP + tt * kGemvRows + g + 8 * (e >> 1)] = acc[tt][mt][e];
+  hp::named_barrier_sync(1, kRingWarps * 32);
+  for (int i = tid; i < GX * kGemvRows * p.m; i += kRingWarps * 32) {  // consecutive threads: consecutive rows
+    const int nl = i % (GX * kGemvRows), m = i / (GX * kGemvRows);
+    const int n = kGemvRows * t0 + nl;
+    if (n >= p.n) continue;
+    const float* src = sums + m * SP + nl;
+    float v = 0.0f;
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          sums[(warp * MC + mt * 8 + 2 * r + (e & 1)) * SP + tt * kGemvRows + g + 8 * (e >> 1)] = acc[tp + tt][mt][e];
-    hp::named_barrier_sync(1, kRingWarps * 32);
-    for (int i = tid; i < np * kGemvRows * p.m; i += kRingWarps * 32) {  // consecutive threads: consecutive rows
-      const int nl = i % (np * kGemvRows), m = i / (np * kGemvRows);
-      const int n = kGemvRows * (t0 + tp) + nl;
-      if (n >= p.n) continue;
-      const float* src = sums + m * SP + nl;
-      float v = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kRingWarps; ++w) v += src[w * MC * SP];
-      v *= gs;
-      if (bias) v += D::to_f(bias[n]);
-      y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
-    }
+    for (int w = 0; w < kRingWarps; ++w) v += src[w * MC * SP];
+    v *= gs;
+    if (bias) v += D::to_f(bias[n]);
+    y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
   }
 #else
   (void)p;

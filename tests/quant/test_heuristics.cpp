@@ -538,34 +538,34 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   STATIC_REQUIRE(kWideConsumerRegs > kWideLaunchRegs);
   STATIC_REQUIRE(kRingWarps * 32 * kWideConsumerRegs + 128 * kWideProducerRegs <= 640 * kWideLaunchRegs);
   STATIC_REQUIRE(4 * 32 * kWideConsumerRegs + 32 * kWideProducerRegs <= 16384);
-  // The epilogue's sums, [warp][column][wide_sum_pitch(P)] (quant/gemv_ring_wide.cuh). Each fragment store
-  // of a warp (lane: row 16 tt + g + 8 h, column 8 mt + 2 r + c) hits 32 distinct banks. The reads of a
-  // pass of np <= P tiles: thread i, row i % (16 np) of column i / (16 np); a warp whose 32 rows lie in
-  // one column reads 32 distinct banks (one wavefront), one that spans two columns at most two lanes a bank.
-  for (int mt = 1; mt <= 2; ++mt) {
-    const int mc = 8 * mt, sp = wide_sum_pitch(wide_pass(mt));
-    for (int tt = 0; tt < wide_pass(mt); ++tt)
-      for (int f = 0; f < mt; ++f)  // the store of acc[tt][f][e]
-        for (int e = 0; e < 4; ++e) {
-          std::set<int> banks;
-          for (int lane = 0; lane < 32; ++lane) {
-            const int g = lane >> 2, r = lane & 3;
-            banks.insert(((8 * f + 2 * r + (e & 1)) * sp + 16 * tt + g + 8 * (e >> 1)) % 32);
+  // The epilogue's sums of each instance, [warp][column][wide_sum_pitch(GX)] (quant/gemv_ring_wide.cuh).
+  // Each fragment store of a warp (lane: row 16 tt + g + 8 h, column 8 mt + 2 r + c) hits 32 distinct
+  // banks. The reads: thread i, row i % (16 GX) of column i / (16 GX); a warp whose 32 rows lie in one
+  // column reads 32 distinct banks (one wavefront), one that spans two columns at most two lanes a bank.
+  for (int mt = 1; mt <= 2; ++mt)
+    for (int gx = 2; gx <= kRingWideMax; ++gx) {
+      const int mc = 8 * mt, sp = wide_sum_pitch(gx);
+      for (int tt = 0; tt < gx; ++tt)
+        for (int f = 0; f < mt; ++f)  // the store of acc[tt][f][e]
+          for (int e = 0; e < 4; ++e) {
+            std::set<int> banks;
+            for (int lane = 0; lane < 32; ++lane) {
+              const int g = lane >> 2, r = lane & 3;
+              banks.insert(((8 * f + 2 * r + (e & 1)) * sp + 16 * tt + g + 8 * (e >> 1)) % 32);
+            }
+            CHECK(banks.size() == 32);
           }
-          CHECK(banks.size() == 32);
-        }
-    for (int np = 1; np <= wide_pass(mt); ++np)
-      for (int t0 = 0; t0 < 16 * np * mc; t0 += 32) {
+      for (int t0 = 0; t0 < 16 * gx * mc; t0 += 32) {
         std::map<int, int> per_bank;
-        for (int i = t0; i < t0 + 32 && i < 16 * np * mc; ++i) {
-          const int nl = i % (16 * np), m = i / (16 * np);
+        for (int i = t0; i < t0 + 32 && i < 16 * gx * mc; ++i) {
+          const int nl = i % (16 * gx), m = i / (16 * gx);
           ++per_bank[(m * sp + nl) % 32];
         }
         int most = 0;
         for (const auto& [bank, n] : per_bank) most = std::max(most, n);
-        CHECK(most <= (t0 / (16 * np) == std::min(t0 + 31, 16 * np * mc - 1) / (16 * np) ? 1 : 2));
+        CHECK(most <= (t0 / (16 * gx) == std::min(t0 + 31, 16 * gx * mc - 1) / (16 * gx) ? 1 : 2));
       }
-  }
+    }
   auto wide = [](int64_t m, int64_t n, int64_t k, Format f = Format::nvfp4, int forced = -1) {
     return ring_wide_tiles(m, n, k, f, 132, forced);
   };
