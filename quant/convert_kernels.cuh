@@ -112,7 +112,8 @@ __global__ void nvfp4_finalize_kernel(float* scale2) { scale2[0] = nvfp4_global(
 // Measured (H100, 2026-11-22, 8192² bf16): one thread per 64-element chunk (128-byte strided
 // loads per lane) ran at 41-49 % of the copy bandwidth; coalesced loads with the reference's
 // per-element division and compare chains at 28-58 %, issue-bound; this kernel at 81-87 %
-// (NOTES.md).
+// (NOTES.md); with the straight-line steps of Note [Clean blocks] (2026-11-24) the GEMM-layout
+// kernels at 84-103 %.
 inline constexpr int kQuantIters = 4;
 template <Format F>
 constexpr int kQuantThreads = F == Format::nf4_dq ? 512 : 256;
@@ -195,6 +196,25 @@ struct ChunkPos {
   }
 };
 
+// The same in 32 bits, for the GEMM layout's straight-line steps (Note [Clean blocks]) of a tensor
+// of < 2^31 chunks: a step's code and scale offsets in ~12 instructions instead of the ~30 of
+// gemm_chunk / gemm_scale_chunk on 64-bit signed rows (division and modulo by 16).
+struct ChunkPos32 {
+  uint32_t row, kc, kcpr;
+  __device__ __forceinline__ void advance_once(uint32_t d) {  // d <= kcpr
+    kc += d;
+    const bool wrap = kc >= kcpr;
+    kc -= wrap ? kcpr : 0u;
+    row += wrap ? 1u : 0u;
+  }
+  // gemm_chunk(row, kc, 64 kcpr) and gemm_scale_chunk(row, kc, 64 kcpr, cs)
+  __device__ __forceinline__ int64_t code() const { return static_cast<int64_t>(index()) * 512 + (row & 15u) * 32; }
+  __device__ __forceinline__ int64_t scale(int cs) const {
+    return (static_cast<int64_t>(index()) * 16 + gemm_scale_slot(static_cast<int>(row & 15u))) * cs;
+  }
+  __device__ __forceinline__ uint32_t index() const { return (row >> 4) * kcpr + kc; }  // (tile, chunk) run
+};
+
 // One step (256 elements of a warp, 8 per lane) of a tile: scale, codes, stores.
 // Where a lane's chunk of one step is: its first input element (row * cols + column), its 32 code
 // bytes and its scale bytes; ok = false past the tensor (nothing is stored).
@@ -203,15 +223,14 @@ struct ChunkAt {
   bool ok;
 };
 
-template <Format F, Layout L>
-__device__ __forceinline__ void quantize_step(const ConvertParams& p, const ChunkAt& at, const float (&v)[8],
-                                              BlockStat st, float s2, BlockDivisor d2, const uint8_t* nf4_base,
-                                              const float* nf4_mids) {
+// The stores of one step: w, the lane's 8 codes (linear order), and sc, its block's stored scale.
+// kStraight: the scale store is one predicated instruction (a straight-line step, Note [Clean
+// blocks]); else a branch, as before (the predicated store in the general path took the NVFP4
+// row-tile kernel from 72 to 80 registers and measured ~1.5 % slower).
+template <Format F, Layout L, bool kStraight = false>
+__device__ __forceinline__ void store_step(const ConvertParams& p, const ChunkAt& at, uint32_t w, uint32_t sc) {
   constexpr int LPB = block_size(F) / 8;
   const int lane = threadIdx.x & 31, u = lane & 7;
-  float s;
-  const uint32_t sc = block_scale_code_fast<F>(st, s2, d2, s);
-  uint32_t w = encode8_fast<F>(v, s, block_is_zero(st, s), nf4_base, nf4_mids);
   if constexpr (L == Layout::gemm) {  // byte t = u/2 of lanes src..src+3, by byte permutes
     const int src = (lane & ~7) + 4 * (u & 1), t = u >> 1;
     const uint32_t sel = static_cast<uint32_t>(t | ((t + 4) << 4));
@@ -227,12 +246,19 @@ __device__ __forceinline__ void quantize_step(const ConvertParams& p, const Chun
   }
   if (!at.ok) return;  // whole chunks are valid or not
   *reinterpret_cast<uint32_t*>(p.codes + at.code + 4 * u) = w;  // bytes 4u..4u+3 of the chunk
-  if (u == 0) {
-    const int64_t soff = at.scale;
-    if constexpr (chunk_scale_bytes(F) == 4) *reinterpret_cast<uint32_t*>(p.scales + soff) = scw;
-    else if constexpr (chunk_scale_bytes(F) == 2) *reinterpret_cast<uint16_t*>(p.scales + soff) = static_cast<uint16_t>(scw);
-    else p.scales[soff] = static_cast<uint8_t>(scw);
-  }
+  using S = std::conditional_t<chunk_scale_bytes(F) == 4, uint32_t, std::conditional_t<chunk_scale_bytes(F) == 2, uint16_t, uint8_t>>;
+  if constexpr (kStraight) dev::st_global_if(u == 0, reinterpret_cast<S*>(p.scales + at.scale), static_cast<S>(scw));
+  else if (u == 0) *reinterpret_cast<S*>(p.scales + at.scale) = static_cast<S>(scw);  // lane u == 0 stores them
+}
+
+// One step (256 elements of a warp, 8 per lane) of a tile: scale, codes, stores; any block.
+template <Format F, Layout L>
+__device__ __forceinline__ void quantize_step(const ConvertParams& p, const ChunkAt& at, const float (&v)[8],
+                                              BlockStat st, float s2, BlockDivisor d2, const uint8_t* nf4_base,
+                                              const float* nf4_mids) {
+  float s;
+  const uint32_t sc = block_scale_code_fast<F>(st, s2, d2, s);
+  store_step<F, L>(p, at, encode8_fast<F>(v, s, block_is_zero(st, s), nf4_base, nf4_mids), sc);
 }
 
 // Persistent: CTA b does tiles b, b + grid, ... (a tile = kQuantIters steps of every warp =
@@ -254,7 +280,11 @@ constexpr int kQuantMinCtas = sizeof(T) == 4 ? 1 : (L == Layout::gemm ? 768 : 10
 // SM): at 64 they spilled 8-40 bytes. Measured (H100, 8192² bf16, % of the copy, two rounds
 // each): row tiles nvfp4 / mxfp4 / nf4 84 / 83 / 89-90, row-major steps into the same layout
 // 84-85 / 84-85 / 85, the row-contiguous layout before 85 / 87 / 88: within the run-to-run
-// spread. NF4_DQ 77 % in every variant (82 % before the tile layout): not understood.
+// spread. NF4_DQ 77 % in every variant (82 % before the tile layout). Understood later (ncu,
+// 2026-11-24): at 4 warps per scheduler (one CTA of 512 threads, 85 registers) the branches of
+// each step (the reciprocal's slow path, the zero and divisor tests, the scale store, the 64-bit
+// address walk) kept the compiler from interleaving steps, and the address arithmetic cost ~30
+// instructions a step; Note [Clean blocks] removes both: 90-92 -> 82-83 us, 84-85 %.
 template <Format F, Layout L>
 constexpr bool quant_row_tiles() { return L == Layout::gemm && F != Format::nf4_dq; }
 // A row tile's step i is rows q + 4 i (q = lane / 8 < 4): their scale slots are q's slot plus
@@ -384,20 +414,65 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       s2 = nf4dq_group_scale(m);
       d2 = scale_divisor<F>(s2);
       if (threadIdx.x == 0) p.scale2[tile] = s2;
-      ChunkPos ps = pos;
+      // Note [Clean blocks]: when every block of the warp's steps is clean and in the tensor, the
+      // steps are one straight-line block that the compiler interleaves (no branch per block). GEMM
+      // layout only: the linear one runs 2 CTAs per SM at 64 registers, where this path spilled
+      // 24-48 bytes and measured 1-3 % slower.
+      ScaledBlock sb[IT];
+      bool straight = false;
+      if constexpr (L == Layout::gemm) {
+        bool clean = kcpr >= 4 && p.chunks <= INT32_MAX;  // ChunkPos32's range
 #pragma unroll
-      for (int i = 0; i < IT; ++i, ps.advance(4)) {
-        float v[8];
-        to_float8(cur[i], v);
-        quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, st[i], s2, d2, nf4_base, nf4_mids);
+        for (int i = 0; i < IT; ++i) {
+          sb[i] = scaled_block<F>(st[i], s2, d2);
+          clean = clean && sb[i].clean && base + i * 256 < n;
+        }
+        straight = __all_sync(0xFFFFFFFFu, clean);
+      }
+      if (straight) {
+        ChunkPos32 p32{static_cast<uint32_t>(pos.row), static_cast<uint32_t>(pos.kc), static_cast<uint32_t>(kcpr)};
+#pragma unroll
+        for (int i = 0; i < IT; ++i, p32.advance_once(4)) {
+          float v[8];
+          to_float8(cur[i], v);
+          const ChunkAt c{0, p32.code(), p32.scale(CS), true};
+          store_step<F, L, true>(p, c, encode8_quotients<F>(v, sb[i].d, nf4_base, nf4_mids), sb[i].sc);
+        }
+      } else {
+        ChunkPos ps = pos;
+#pragma unroll
+        for (int i = 0; i < IT; ++i, ps.advance(4)) {
+          float v[8];
+          to_float8(cur[i], v);
+          quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, st[i], s2, d2, nf4_base, nf4_mids);
+        }
       }
     } else if constexpr (kRowTiles) {
       const RowTile r = row_tile(tile);
+      // Note [Clean blocks], as for NF4_DQ above: every step's statistics and scales first
+      ScaledBlock sb[IT];
+      bool clean = true;
 #pragma unroll
       for (int i = 0; i < IT; ++i) {
-        float v[8];
-        to_float8(cur[i], v);
-        quantize_step<F, L>(p, row_tile_at(r, i), v, block_stat_lanes<LPB>(v), s2, d2, nf4_base, nf4_mids);
+        sb[i] = scaled_block<F>(block_stat_lanes<LPB>(cur[i]), s2, d2);
+        clean = clean && sb[i].clean && row_tile_at(r, i).ok;
+      }
+      if (__all_sync(0xFFFFFFFFu, clean)) {
+#pragma unroll
+        for (int i = 0; i < IT; ++i) {
+          float v[8];
+          to_float8(cur[i], v);
+          ChunkAt c = row_tile_at(r, i);
+          c.ok = true;  // voted above
+          store_step<F, L, true>(p, c, encode8_quotients<F>(v, sb[i].d, nf4_base, nf4_mids), sb[i].sc);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < IT; ++i) {
+          float v[8];
+          to_float8(cur[i], v);
+          quantize_step<F, L>(p, row_tile_at(r, i), v, block_stat_lanes<LPB>(v), s2, d2, nf4_base, nf4_mids);
+        }
       }
     } else {
       ChunkPos ps = pos;

@@ -26,6 +26,21 @@ __device__ __forceinline__ uint4 ld_stream16(const void* p) {
                : "l"(p));
   return v;
 }
+// A store that only lanes with pred make, as one predicated instruction: written as `if (pred) *p = v`
+// the compiler may move the address arithmetic under a branch, which ends a straight-line block.
+// 1, 2 or 4 bytes.
+template <typename T>
+__device__ __forceinline__ void st_global_if(bool pred, T* p, T v) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4, "1, 2 or 4 bytes");
+  const uint32_t w = static_cast<uint32_t>(v);
+  if constexpr (sizeof(T) == 1)
+    asm volatile("{ .reg .pred q; setp.ne.u32 q, %0, 0; @q st.global.u8 [%1], %2; }\n" ::"r"(static_cast<uint32_t>(pred)), "l"(p), "r"(w));
+  else if constexpr (sizeof(T) == 2)
+    asm volatile("{ .reg .pred q; setp.ne.u32 q, %0, 0; @q st.global.u16 [%1], %2; }\n" ::"r"(static_cast<uint32_t>(pred)), "l"(p), "r"(w));
+  else
+    asm volatile("{ .reg .pred q; setp.ne.u32 q, %0, 0; @q st.global.u32 [%1], %2; }\n" ::"r"(static_cast<uint32_t>(pred)), "l"(p), "r"(w));
+}
+
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {

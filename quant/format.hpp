@@ -377,6 +377,18 @@ struct BlockDivisor {
   float s, r;
   bool fast;  // quotient() is RN(x / s); else the caller divides
 };
+// RN(1 / s) for s in [kQuotientMin, kQuotientMax], without the division's range check and slow
+// path (a branch): on the GPU MUFU.RCP and one Newton step, the sequence nvcc emits for 1.0f / s
+// in that range (checked against 1.0f / s over every float of it by tests/gpu/quant).
+VSTACK_HD float rcp_rn_normal(float s) {
+#if defined(__CUDA_ARCH__)
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(s));
+  return __fmaf_rn(r, __fmaf_rn(-s, r, 1.0f), r);
+#else
+  return 1.0f / s;
+#endif
+}
 template <Format F>
 VSTACK_HD BlockDivisor block_divisor(float s) {
   // MXFP4: s = 2^(sc - 127) with sc = exponent field in 0..252 (0: the subnormal 2^-127), so
@@ -438,8 +450,26 @@ VSTACK_HD uint32_t encode_quotient_fast(float q, const uint8_t* nf4_base, const 
   else return e2m1_encode_fast(q);
 }
 
-// Codes of 8 consecutive elements of one block (element j at bits 4j..4j+3), as
-// encode_element gives them: the quantize kernel's inner loop.
+// Codes of 8 consecutive elements of one block (element j at bits 4j..4j+3) by quotient, for
+// a divisor d with d.fast: straight-line, and |x / s| < 2 (Note [Fast encode]), so no clamp.
+template <Format F>
+VSTACK_HD uint32_t encode8_quotients(const float (&x)[8], BlockDivisor d, const uint8_t* nf4_base,
+                                     const float* nf4_mids) {
+  uint32_t w = 0;
+  if constexpr (uses_nf4_table(F)) {
+VSTACK_UNROLL
+    for (int j = 0; j < 8; ++j) {
+      const Nf4Lookup l = nf4_lookup(quotient<F>(x[j], d), nf4_base, nf4_mids);
+      w += (j == 0 ? l.j4 >> 2 : l.j4 << (4 * j - 2)) + (l.up ? 1u << (4 * j) : 0u);
+    }
+  } else {
+VSTACK_UNROLL
+    for (int j = 0; j < 8; ++j) w += e2m1_encode_fast(quotient<F>(x[j], d)) << (4 * j);  // + = |: no overlap
+  }
+  return w;
+}
+// Codes of 8 consecutive elements of one block, as encode_element gives them: the quantize
+// kernel's inner loop.
 template <Format F>
 VSTACK_HD uint32_t encode8_fast(const float (&x)[8], float s, bool zero, const uint8_t* nf4_base,
                                 const float* nf4_mids) {
@@ -448,16 +478,7 @@ VSTACK_HD uint32_t encode8_fast(const float (&x)[8], float s, bool zero, const u
   const BlockDivisor d = block_divisor<F>(s);
   uint32_t w = 0;
   if (d.fast) {
-    if constexpr (uses_nf4_table(F)) {  // |x / s| < 2 here (Note [Fast encode]): no clamp
-VSTACK_UNROLL
-      for (int j = 0; j < 8; ++j) {
-        const Nf4Lookup l = nf4_lookup(quotient<F>(x[j], d), nf4_base, nf4_mids);
-        w += (j == 0 ? l.j4 >> 2 : l.j4 << (4 * j - 2)) + (l.up ? 1u << (4 * j) : 0u);
-      }
-    } else {
-VSTACK_UNROLL
-      for (int j = 0; j < 8; ++j) w += e2m1_encode_fast(quotient<F>(x[j], d)) << (4 * j);  // + = |: no overlap
-    }
+    w = encode8_quotients<F>(x, d, nf4_base, nf4_mids);
   } else {
 VSTACK_UNROLL
     for (int j = 0; j < 8; ++j) w |= encode_quotient_fast<F>(x[j] / s, nf4_base, nf4_mids) << (4 * j);
@@ -485,10 +506,11 @@ VSTACK_HD float e4m3_value_fast(uint32_t b) {
 // block_scale_code without a divide or a branch per block: NVFP4 and NF4_DQ divide amax by
 // a per-tensor / per-group constant, d2 = block_divisor of 6 * scale2 (NVFP4) or scale2
 // (NF4_DQ); MXFP4 takes floor(log2(amax)) from the bits. Same codes and s as block_scale_code.
-template <Format F>
+// kD2Fast: the caller knows d2.fast (no branch to the division).
+template <Format F, bool kD2Fast = false>
 VSTACK_HD uint32_t block_scale_code_fast(BlockStat st, float scale2, BlockDivisor d2, float& s) {
   if constexpr (F == Format::nvfp4 || F == Format::nf4_dq) {
-    const float q = d2.fast ? quotient<F>(st.amax, d2) : st.amax / d2.s;
+    const float q = kD2Fast || d2.fast ? quotient<F>(st.amax, d2) : st.amax / d2.s;
     const uint32_t sc = st.bad ? kE4m3Nan : e4m3_encode_pos_fast(q);
     s = e4m3_value_fast(sc) * scale2;
     return sc;
@@ -508,6 +530,35 @@ VSTACK_HD uint32_t block_scale_code_fast(BlockStat st, float scale2, BlockDiviso
 template <Format F>
 VSTACK_HD BlockDivisor scale_divisor(float scale2) {
   return block_divisor<F>(F == Format::nvfp4 ? kE2m1Max * scale2 : scale2);
+}
+
+// Note [Clean blocks]. The quantize kernel's straight-line path: a block is clean when it has
+// no NaN/Inf and its decode scale s is 0 or in the quotient range (and, for NVFP4 / NF4_DQ,
+// d2.fast), i.e. when encode8_fast would take its quotient loop or return the zero code. Then
+// its scale and codes need no branch: r = RN(1/s) by rcp_rn_normal, and a zero block (s = 0) gets
+// r = 0, so that its quotients are +-0 and encode8_quotients gives the zero code itself (NF4 7,
+// E2M1 0; the table indices stay in range). The kernel takes that path for a tile only when every
+// block of it is clean, so encode8_fast is still what runs for every other block.
+struct ScaledBlock {
+  uint32_t sc;     // stored scale
+  BlockDivisor d;  // decode scale s and r (0 for a zero block), for encode8_quotients
+  bool clean;
+};
+template <Format F>
+VSTACK_HD ScaledBlock scaled_block(BlockStat st, float scale2, BlockDivisor d2) {
+  ScaledBlock b;
+  float s;
+  b.sc = block_scale_code_fast<F, true>(st, scale2, d2, s);
+  if constexpr (F == Format::mxfp4) {
+    b.d = block_divisor<F>(s);  // a power of two: exact, and never zero
+    b.clean = !st.bad;
+  } else {
+    const bool zero = block_is_zero(st, s);
+    b.d = {s, zero ? 0.0f : rcp_rn_normal(s), true};
+    b.clean = !st.bad && (zero || (s >= kQuotientMin && s <= kQuotientMax));
+    if constexpr (F == Format::nvfp4 || F == Format::nf4_dq) b.clean = b.clean && d2.fast;
+  }
+  return b;
 }
 
 // Encode a block: its stored scale (see block_scale_code) and its codes.

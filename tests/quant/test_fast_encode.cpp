@@ -244,3 +244,53 @@ TEST_CASE("NF4 and NF4_DQ quotients stay within the bucket table (|x/s| <= 2) in
   INFO("largest |x/s| " << worst);
   CHECK(worst <= 1.5f * (1.0f + 0x1p-22f));
 }
+
+namespace {
+
+// scaled_block + encode8_quotients against block_scale_code + encode_element on one 8-element group
+// with block statistics st (the group may be part of a larger block); 0 when the block is not clean
+// (the kernel takes encode8_fast's path for it, checked above).
+template <Format F>
+int check_clean(const float (&x)[8], BlockStat st, float scale2, int& clean_blocks) {
+  const ScaledBlock b = scaled_block<F>(st, scale2, scale_divisor<F>(scale2));
+  float s = 0;
+  const uint32_t sc = block_scale_code<F>(st, scale2, s);
+  if (!b.clean) return 0;
+  ++clean_blocks;
+  const bool zero = block_is_zero(st, s);
+  int bad = (b.sc != sc) + (f32_bits(b.d.s) != f32_bits(s));
+  const uint32_t got = encode8_quotients<F>(x, b.d, kNf4.base, kNf4.mid);
+  for (int j = 0; j < 8; ++j) bad += ((got >> (4 * j)) & 15u) != encode_element<F>(x[j], s, zero);
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("scaled_block and encode8_quotients give the reference codes for every clean block", "[quant][fast]") {
+  // Note [Clean blocks]: the quantize kernel's straight-line path. Zero blocks (all zeros, or a
+  // scale that rounds to 0 below the group's: NF4_DQ at gx > 17) must come out as the zero code;
+  // blocks with NaN/Inf or a scale outside the quotient range must not be clean.
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd;
+  std::uniform_int_distribution<int> ex(-140, 120), gx(0, 24);
+  int bad = 0, clean = 0, not_clean = 0;
+  for (int rep = 0; rep < 200000; ++rep) {
+    float x[8];
+    const int e = ex(rng);
+    for (float& v : x) v = rep % 53 == 0 ? 0.0f : std::ldexp(nd(rng), e);
+    if (rep % 61 == 0) x[rep % 8] = rep % 2 ? INFINITY : NAN;
+    const BlockStat st = block_stat(x);
+    const float big = std::ldexp(st.amax > 0 ? st.amax : 1.0f, gx(rng));  // the tensor's / group's amax
+    const int before = clean;
+    bad += check_clean<Format::nvfp4>(x, st, nvfp4_global(big), clean);
+    bad += check_clean<Format::mxfp4>(x, st, 1.0f, clean);
+    bad += check_clean<Format::nf4>(x, st, 1.0f, clean);
+    bad += check_clean<Format::nf4_dq>(x, st, nf4dq_group_scale(big), clean);
+    not_clean += 4 - (clean - before);
+    if (st.bad) bad += clean != before;  // NaN/Inf: never clean
+  }
+  INFO(clean << " clean, " << not_clean << " not");
+  CHECK(bad == 0);
+  CHECK(clean > 500000);  // the test covers the path it is about
+  CHECK(not_clean > 10000);
+}

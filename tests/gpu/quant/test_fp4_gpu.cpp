@@ -162,6 +162,11 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
             x[1000] = INFINITY;
             x[20000] = -INFINITY;
           }
+          if (s.rows == 257) {  // an all-zero block and one 2^-20 below its group (a zero NF4_DQ scale),
+            // in tiles without NaN/Inf: the kernel's straight-line path (Note [Clean blocks]) covers them
+            for (int64_t c = 0; c < 64; ++c) x[5 * s.cols + 128 + c] = 0.0f;
+            for (int64_t c = 0; c < 64; ++c) x[9 * s.cols + 256 + c] = std::ldexp(x[9 * s.cols + 256 + c], -20);
+          }
           if (s.rows == 10) {
             for (int r = 0; r < 9; ++r)
               for (int64_t c = 0; c < s.cols; ++c) x[r * s.cols + c] = std::ldexp(x[r * s.cols + c], extreme_exp[r]);
@@ -186,6 +191,12 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
             CHECK(std::memcmp(got.data(), want.scale2.data(), got.size() * 4) == 0);
           }
         }
+}
+
+long long fp4_test_rcp_mismatches();  // device_fns.cu
+
+TEST_CASE("rcp_rn_normal is 1 / s over the whole quotient range", "[gpu][quant]") {
+  CHECK(fp4_test_rcp_mismatches() == 0);  // -1: a CUDA error
 }
 
 TEST_CASE("dequantize is bit-identical to the reference", "[gpu][quant]") {
