@@ -287,6 +287,12 @@ constexpr int kQuantMinCtas = sizeof(T) == 4 ? 1 : (L == Layout::gemm ? 768 : 10
 // instructions a step; Note [Clean blocks] removes both: 90-92 -> 82-83 us, 84-85 %.
 template <Format F, Layout L>
 constexpr bool quant_row_tiles() { return L == Layout::gemm && F != Format::nf4_dq; }
+// Which kernels take Note [Clean blocks]'s straight-line steps: every GEMM-layout one, and the
+// linear-layout MXFP4 and NF4 ones (0.93x / 0.95x). The other linear ones run at the 64-register
+// cap (4 CTAs of 256 threads, NF4_DQ 2 of 512), where the path spilled (NVFP4 56-72 bytes, NF4_DQ
+// 24-48) and measured slower (NVFP4 1.06x, NF4_DQ 1.02x; H100, 8192² bf16).
+template <Format F, Layout L>
+constexpr bool quant_straight_steps() { return L == Layout::gemm || F == Format::mxfp4 || F == Format::nf4; }
 // A row tile's step i is rows q + 4 i (q = lane / 8 < 4): their scale slots are q's slot plus
 // 8 (i % 2) + i / 2 (the step the kernel adds instead of calling gemm_scale_slot per step).
 constexpr bool row_tile_slot_steps_ok() {
@@ -415,12 +421,10 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       d2 = scale_divisor<F>(s2);
       if (threadIdx.x == 0) p.scale2[tile] = s2;
       // Note [Clean blocks]: when every block of the warp's steps is clean and in the tensor, the
-      // steps are one straight-line block that the compiler interleaves (no branch per block). GEMM
-      // layout only: the linear one runs 2 CTAs per SM at 64 registers, where this path spilled
-      // 24-48 bytes and measured 1-3 % slower.
+      // steps are one straight-line block that the compiler interleaves (no branch per block).
       ScaledBlock sb[IT];
       bool straight = false;
-      if constexpr (L == Layout::gemm) {
+      if constexpr (quant_straight_steps<F, L>()) {
         bool clean = kcpr >= 4 && p.chunks <= INT32_MAX;  // ChunkPos32's range
 #pragma unroll
         for (int i = 0; i < IT; ++i) {
@@ -474,13 +478,35 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
           quantize_step<F, L>(p, row_tile_at(r, i), v, block_stat_lanes<LPB>(v), s2, d2, nf4_base, nf4_mids);
         }
       }
-    } else {
-      ChunkPos ps = pos;
+    } else {  // row-major steps in the linear layout
+      ScaledBlock sb[IT];
+      bool straight = false;
+      if constexpr (quant_straight_steps<F, L>()) {  // Note [Clean blocks], as above
+        bool clean = true;
 #pragma unroll
-      for (int i = 0; i < IT; ++i, ps.advance(4)) {  // a warp step covers 4 chunks
-        float v[8];
-        to_float8(cur[i], v);
-        quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, block_stat_lanes<LPB>(v), s2, d2, nf4_base, nf4_mids);
+        for (int i = 0; i < IT; ++i) {
+          sb[i] = scaled_block<F>(block_stat_lanes<LPB>(cur[i]), s2, d2);
+          clean = clean && sb[i].clean && base + i * 256 < n;
+        }
+        straight = __all_sync(0xFFFFFFFFu, clean);
+      }
+      if (straight) {
+#pragma unroll
+        for (int i = 0; i < IT; ++i) {
+          float v[8];
+          to_float8(cur[i], v);
+          ChunkAt c = row_major_at(base + i * 256, pos);  // the linear layout's offsets need no position
+          c.ok = true;
+          store_step<F, L, true>(p, c, encode8_quotients<F>(v, sb[i].d, nf4_base, nf4_mids), sb[i].sc);
+        }
+      } else {
+        ChunkPos ps = pos;
+#pragma unroll
+        for (int i = 0; i < IT; ++i, ps.advance(4)) {  // a warp step covers 4 chunks
+          float v[8];
+          to_float8(cur[i], v);
+          quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, block_stat_lanes<LPB>(v), s2, d2, nf4_base, nf4_mids);
+        }
       }
     }
     if constexpr (!kRowTiles) pos.advance(stride_q, stride_r);
