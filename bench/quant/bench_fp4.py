@@ -1,7 +1,8 @@
 """FP4 benchmarks: quantize/dequantize GB/s and the dequant-GEMM against torch bf16 (cuBLAS), same run.
 
 Usage: PYTHONPATH=python python3 bench/quant/bench_fp4.py [--quick] [--json OUT.json]
-       [--formats nvfp4,...] [--shapes 8192x8192,...] [--m 1024,4096] [--no-convert]
+       [--formats nvfp4,...] [--shapes 8192x8192,...] [--m 1024,4096] [--no-convert] [--no-gemm]
+       [--convert-dtypes bf16,f16,f32]
 
 Method (see .library METHOD.md): every timing is the median of several CUDA-graph
 replays, each replay running R calls that cycle over enough weight copies to
@@ -100,15 +101,19 @@ def read_bandwidth():
     return n / t, how
 
 
-def bench_convert(fmt, n_rows=8192, n_cols=8192):
-    w = torch.randn(n_rows, n_cols, dtype=torch.bfloat16, device="cuda")
+CONVERT_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+
+
+def bench_convert(fmt, dtype=torch.bfloat16, n_rows=8192, n_cols=8192):
+    w = torch.randn(n_rows, n_cols, dtype=dtype, device="cuda")
     q = fp4.quantize(w, fmt)
     out = {}
     tq = graph_time([lambda: torch.ops.vstack.fp4_quantize(w, fp4.FORMATS[fmt], 1)], reps=7, inner=5)
     tl = graph_time([lambda: torch.ops.vstack.fp4_quantize(w, fp4.FORMATS[fmt], 0)], reps=7, inner=5)
-    bq = w.numel() * 2 * (2 if fmt == "nvfp4" else 1) + q.nbytes  # NVFP4 reads x twice (amax pass)
-    td = graph_time([lambda: fp4.dequantize(q, torch.bfloat16)], reps=7, inner=5)
-    bd = q.nbytes + w.numel() * 2
+    esz = w.element_size()
+    bq = w.numel() * esz * (2 if fmt == "nvfp4" else 1) + q.nbytes  # NVFP4 reads x twice (amax pass)
+    td = graph_time([lambda: fp4.dequantize(q, dtype)], reps=7, inner=5)
+    bd = q.nbytes + w.numel() * esz
     out["quantize_us"], out["quantize_GBps"] = tq * 1e6, bq / tq / 1e9  # GEMM layout (what matmul reads)
     out["quantize_linear_us"], out["quantize_linear_GBps"] = tl * 1e6, bq / tl / 1e9  # same bytes at 8192^2
     out["dequantize_us"], out["dequantize_GBps"] = td * 1e6, bd / td / 1e9
@@ -141,6 +146,8 @@ def main():
     ap.add_argument("--m", default=None, help="comma-separated M values (default: 1 ... 4096)")
     ap.add_argument("--no-convert", action="store_true", help="skip the quantize/dequantize benchmarks")
     ap.add_argument("--no-gemm", action="store_true")
+    ap.add_argument("--convert-dtypes", default="bf16,f16,f32",
+                    help="input dtypes of the quantize (and output of the dequantize) benchmarks")
     args = ap.parse_args()
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)
@@ -151,10 +158,12 @@ def main():
     print(f"read-only stream: {hbm_read / 1e12:.3f} TB/s ({how})", flush=True)
     res = {"device": props.name, "copy_TBps": hbm / 1e12, "read_TBps": hbm_read / 1e12, "convert": {}, "gemm": []}
     formats = args.formats.split(",")
-    for fmt in ([] if args.no_convert else formats):
-        res["convert"][fmt] = c = bench_convert(fmt)
-        pc = lambda gbps: f"{100 * gbps * 1e9 / hbm:4.0f}% copy {100 * gbps * 1e9 / hbm_read:4.0f}% read"
-        print(f"convert {fmt:7s} 8192x8192 bf16: quantize {c['quantize_us']:8.1f} us {c['quantize_GBps']:7.0f} GB/s"
+    pc = lambda gbps: f"{100 * gbps * 1e9 / hbm:4.0f}% copy {100 * gbps * 1e9 / hbm_read:4.0f}% read"
+    for dt, fmt in ([] if args.no_convert else
+                    [(dt, fmt) for dt in args.convert_dtypes.split(",") for fmt in formats]):
+        # JSON key: the format for bf16 (as before), "format/dtype" for the others
+        res["convert"][fmt if dt == "bf16" else f"{fmt}/{dt}"] = c = bench_convert(fmt, CONVERT_DTYPES[dt])
+        print(f"convert {fmt:7s} 8192x8192 {dt:4s}: quantize {c['quantize_us']:8.1f} us {c['quantize_GBps']:7.0f} GB/s"
               f" ({pc(c['quantize_GBps'])})  dequantize {c['dequantize_us']:8.1f} us "
               f"{c['dequantize_GBps']:7.0f} GB/s ({pc(c['dequantize_GBps'])})  linear-layout quantize "
               f"{c['quantize_linear_us']:6.1f} us ({pc(c['quantize_linear_GBps'])})", flush=True)
