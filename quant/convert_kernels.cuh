@@ -261,6 +261,17 @@ __device__ __forceinline__ void quantize_step(const ConvertParams& p, const Chun
   store_step<F, L>(p, at, encode8_fast<F>(v, s, block_is_zero(st, s), nf4_base, nf4_mids), sc);
 }
 
+// A step whose blocks are all clean (Note [Clean blocks]) and in the tensor (voted by the caller):
+// codes by quotient and stores, without a branch.
+template <Format F, Layout L, typename T>
+__device__ __forceinline__ void clean_step(const ConvertParams& p, ChunkAt at, const Raw8<T>& raw, const ScaledBlock& b,
+                                           const uint8_t* nf4_base, const float* nf4_mids) {
+  float v[8];
+  to_float8(raw, v);
+  at.ok = true;
+  store_step<F, L, true>(p, at, encode8_quotients<F>(v, b.d, nf4_base, nf4_mids), b.sc);
+}
+
 // Persistent: CTA b does tiles b, b + grid, ... (a tile = kQuantIters steps of every warp =
 // quant_chunks_per_cta chunks) and loads the next tile while it encodes this one, so every
 // warp keeps 16-byte loads in flight (Note [Quantize kernel]).
@@ -436,12 +447,8 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       if (straight) {
         ChunkPos32 p32{static_cast<uint32_t>(pos.row), static_cast<uint32_t>(pos.kc), static_cast<uint32_t>(kcpr)};
 #pragma unroll
-        for (int i = 0; i < IT; ++i, p32.advance_once(4)) {
-          float v[8];
-          to_float8(cur[i], v);
-          const ChunkAt c{0, p32.code(), p32.scale(CS), true};
-          store_step<F, L, true>(p, c, encode8_quotients<F>(v, sb[i].d, nf4_base, nf4_mids), sb[i].sc);
-        }
+        for (int i = 0; i < IT; ++i, p32.advance_once(4))
+          clean_step<F, L>(p, ChunkAt{0, p32.code(), p32.scale(CS), true}, cur[i], sb[i], nf4_base, nf4_mids);
       } else {
         ChunkPos ps = pos;
 #pragma unroll
@@ -463,13 +470,7 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       }
       if (__all_sync(0xFFFFFFFFu, clean)) {
 #pragma unroll
-        for (int i = 0; i < IT; ++i) {
-          float v[8];
-          to_float8(cur[i], v);
-          ChunkAt c = row_tile_at(r, i);
-          c.ok = true;  // voted above
-          store_step<F, L, true>(p, c, encode8_quotients<F>(v, sb[i].d, nf4_base, nf4_mids), sb[i].sc);
-        }
+        for (int i = 0; i < IT; ++i) clean_step<F, L>(p, row_tile_at(r, i), cur[i], sb[i], nf4_base, nf4_mids);
       } else {
 #pragma unroll
         for (int i = 0; i < IT; ++i) {
@@ -492,13 +493,8 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       }
       if (straight) {
 #pragma unroll
-        for (int i = 0; i < IT; ++i) {
-          float v[8];
-          to_float8(cur[i], v);
-          ChunkAt c = row_major_at(base + i * 256, pos);  // the linear layout's offsets need no position
-          c.ok = true;
-          store_step<F, L, true>(p, c, encode8_quotients<F>(v, sb[i].d, nf4_base, nf4_mids), sb[i].sc);
-        }
+        for (int i = 0; i < IT; ++i)  // the linear layout's offsets need no position
+          clean_step<F, L>(p, row_major_at(base + i * 256, pos), cur[i], sb[i], nf4_base, nf4_mids);
       } else {
         ChunkPos ps = pos;
 #pragma unroll
