@@ -391,6 +391,31 @@ inline constexpr int kWideProducerRegs = 24;
 static_assert(kRingWarps * 32 * kWideConsumerRegs + 128 * kWideProducerRegs <= kWideThreads * kWideLaunchRegs,
               "setmaxnreg within the CTA's registers");
 constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWideMax; }
+// Chunks of a stage per consumer warp (CW) in the wide instances of format f (Note [Two chunks a warp]).
+// CW = 2: 8 consumer warps (wide_threads: 384, registers up to 240 after setmaxnreg) take chunks w and
+// w + 8 of every stage; the epilogue adds half as many partial sums, and each warp has two chunks'
+// lookups to overlap where it had one. NF4 and NF4_DQ only: their chunks add into the sums by FFMA,
+// while NVFP4 and MXFP4 fold the scales into A and accumulate in the mma itself.
+// Note [Two chunks a warp] (H100, driver 580.159.04, 2026-11-24, bench_fp4.py bf16, three alternations a
+// call against 16 warps; bench/RESULTS.md "Session 24"): NF4 / NF4_DQ at M = 16 0.95-0.99 (14336x4096
+// NF4_DQ 73.0 -> 75.9 % of the read stream), at M = 1 / 8 0.97-1.00. NVFP4 (two sets of sums, so that no
+// mma chain runs through both chunks) 0.98-1.03: not taken. MXFP4 lost: 1.13-1.22x with a fold vote per
+// chunk, 1.02-1.05x with one vote for both chunks, 1.00-1.07x on the fp32-scale path without the fold.
+// An upper bound measured first (an epilogue adding one warp's sums, wrong results): 0.93-0.95 at
+// 14336x4096 M = 16, 0.98-1.0 at 4096x14336.
+constexpr int wide_chunk_warps(Format f, int mt) {
+  (void)mt;  // measured at both MT
+  return f == Format::nf4 || f == Format::nf4_dq ? 2 : 1;
+}
+constexpr int wide_warps(int cw) { return kRingChunks / cw; }
+constexpr int wide_threads(int cw) { return 32 * (wide_warps(cw) + 4); }
+constexpr int wide_launch_regs(int cw) { return 65536 / wide_threads(cw) / 8 * 8; }
+// The consumers' registers after setmaxnreg: kWideConsumerRegs with 16 warps, else all that the producer
+// warpgroup lends, at most 240 (setmaxnreg's limit is 256).
+constexpr int wide_consumer_regs(int cw) {
+  const int r = (wide_threads(cw) * wide_launch_regs(cw) - 128 * kWideProducerRegs) / (32 * wide_warps(cw)) / 8 * 8;
+  return cw == 1 ? kWideConsumerRegs : (r < 240 ? r : 240);
+}
 // NF4_DQ: the instances up to this GX also take K whose rows span two scale2 groups (K / 64 <= kDqGroup
 // and not a divisor of it: three values a row and tile in registers), the others one group only.
 inline constexpr int kWideDq2Max = 3;
@@ -447,12 +472,12 @@ constexpr int wide_sum_pitch(int p) { return 16 * p + 4; }
 // buffers, the code table and region B are all free then; at least this many bytes for any base). Until
 // session 22 they used region B only, and at MT = 2 GX 6 and 7 took two passes (wide_pass(2) was 5).
 inline constexpr int64_t kWideSumBytes = kRingSmem - kWideXAddr;
-// Tiles whose sums fit at once (MT = 1: 24, 2: 11): every instance's (the kernel asserts it). Measured against the two
-// passes (H100, 2026-11-23, bench_fp4.py, 4 alternations): M = 16 at GX 6 0.972-0.980, at GX 7 0.988-0.992,
-// 0.997 over the 84 decode cells.
-constexpr int wide_pass(int mt) {
+// Tiles whose sums fit at once with 16 / CW consumer warps (16: MT = 1 24, MT = 2 11): every instance's
+// (the kernel asserts it). Measured against the two passes (H100, 2026-11-23, bench_fp4.py, 4
+// alternations): M = 16 at GX 6 0.972-0.980, at GX 7 0.988-0.992, 0.997 over the 84 decode cells.
+constexpr int wide_pass(int mt, int cw = 1) {
   int p = 0;
-  while (static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(p + 1) * 4 <= kWideSumBytes) ++p;
+  while (static_cast<int64_t>(wide_warps(cw)) * 8 * mt * wide_sum_pitch(p + 1) * 4 <= kWideSumBytes) ++p;
   return p;
 }
 

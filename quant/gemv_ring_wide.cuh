@@ -6,9 +6,10 @@
 // stages run slice-major: slice s (chunks 16 s .. 16 s + 15 of K), tile 0 .. GX - 1. Per slice the
 // producer loads x's 16 chunks x M rows (one box copy, 128-byte swizzled) into one of two x buffers
 // and then one stage per tile (the G = 1 boxes of codes and scales: 16 chunks of one tile). Consumer
-// warp w reads its chunk w's x fragments once per slice, releases the x buffer, and computes chunk w of
-// each of the GX stages into that tile's sums. A stage of a tile past N gets no copy: the producer
-// arrives on its full barrier without bytes, and those stale rows are never stored.
+// warp w of W = 16 / CW reads the x fragments of its chunks w, w + W, ... once per slice, releases the x
+// buffer, and computes those chunks of each of the GX stages into that tile's sums (CW = 2 for the NF4
+// formats: Note [Two chunks a warp] in quant/gemv_plan.hpp). A stage of a tile past N gets no copy: the
+// producer arrives on its full barrier without bytes, and those stale rows are never stored.
 //
 // The ring has R GX slots (wide_ring_slots: R slices of K a round), so the consumers' loop, unrolled over
 // R slices x GX tiles, waits on and reads slot (s mod R) GX + t at a constant address and flips its
@@ -17,9 +18,9 @@
 // Shared memory: region A holds the barriers and, from kWideXAddr, the x buffers that fit there (both at
 // MT = 1, one at MT = 2: 16 chunks x 8 or 16 rows x 128 B, 16 / 32 KB, 1024-aligned for the swizzle);
 // region B the other x buffer, then the slots (codes and scales of 16 chunks, 1 KB-aligned). After the
-// last stage the row block's sums, [16 warps][8 MT columns][tiles x 16 rows] fp32, alias everything from
+// last stage the row block's sums, [W warps][8 MT columns][tiles x 16 rows] fp32, alias everything from
 // kWideXAddr on (x buffers, table, region B: all free by then), all GX tiles at once (wide_pass); a
-// thread per (row, column) adds the 16 warps' sums in warp order (deterministic).
+// thread per (row, column) adds the W warps' sums in warp order (deterministic).
 #pragma once
 
 #include "quant/gemv_ring.cuh"
@@ -27,13 +28,15 @@
 namespace vstack::quant {
 
 // MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). GX: tiles per row block (ring_wide_instance).
-// Registers (kWideThreads, quant/gemv_plan.hpp): the sums take GX x MT x 4 of them. A producer warpgroup,
-// whose lanes but one only lend registers (setmaxnreg), and 112 for the consumers (96 is the most a
+// Registers (wide_threads, quant/gemv_plan.hpp): the sums take GX x MT x 4 of them. A producer warpgroup,
+// whose lanes but one only lend registers (setmaxnreg): 112 for 16 consumer warps (96 is the most a
 // 544-thread CTA launches with: __maxnreg__(120) compiled, but those instances failed ring_fits on the
-// H100). At 96, MT = 1 spilled 8-32 bytes for MXFP4 at GX >= 5 and MT = 2 8-64 bytes from GX = 4 on.
-// docs/NOTES.md has the measurements.
+// H100; at 96, MT = 1 spilled 8-32 bytes for MXFP4 at GX >= 5 and MT = 2 8-64 bytes from GX = 4 on), 240
+// for 8. ptxas allocates the consumers' code up to the setmaxnreg count (R237 in the CW = 2 SASS), not the
+// launch's. docs/NOTES.md has the measurements.
 template <Format F, typename T, int MT, int GX>
-__global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
+__global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, MT)), 1)
+    fp4_gemv_wide_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using D = dev::Dt<T>;
   namespace hp = hopper;
@@ -45,6 +48,11 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
   extern __shared__ __align__(128) uint8_t smem[];
   constexpr int kR = wide_ring_slices(GX, SB, MT);  // slices of K a round of the ring
   constexpr int slots = wide_ring_slots(GX, SB, MT);  // as the launch's wide_layout (a.slots is not read)
+  constexpr int CW = wide_chunk_warps(F, MT);  // chunks of a stage per consumer warp: warp, warp + W, ...
+  constexpr int W = wide_warps(CW);            // consumer warps
+  // Two chunks add into one set of sums: fine where each chunk's mma starts from zero and is added by
+  // FFMA, a chain through both chunks where the mma accumulates into the sums (the folded scales).
+  static_assert(CW == 1 || F == Format::nf4 || F == Format::nf4_dq, "one set of sums for the warp's chunks");
   const uint32_t base = hp::smem_addr(smem);
   if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
   const int64_t lut_off = kRingLutAddr - base;
@@ -68,16 +76,19 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
   const int early = min(min(a.early, slots), S * GX);        // stages whose weights precede the wait
 
   gemv::pdl_launch_dependents();
-  if (warp < kRingWarps) {
-    gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp, lane, uses_nf4_table(F) ? a.vals : nullptr);
-  } else if (warp == kRingWarps && lane == 0) {
+  if (warp < W) {
+#pragma unroll
+    for (int c = 0; c < CW; ++c)
+      gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp + W * c, lane,
+                            uses_nf4_table(F) ? a.vals : nullptr);
+  } else if (warp == W && lane == 0) {
     for (int s = 0; s < slots; ++s) {
       hp::mbar_init(&full[s], 1);
-      hp::mbar_init(&empty[s], kRingWarps);
+      hp::mbar_init(&empty[s], W);
     }
     for (int s = 0; s < 2; ++s) {
       hp::mbar_init(&xfull[s], 1);
-      hp::mbar_init(&xempty[s], kRingWarps);
+      hp::mbar_init(&xempty[s], W);
     }
     hp::fence_barrier_init();
     // L2 prefetch of the pf_stages stages after the early ones (not x: the previous kernel may be
@@ -106,7 +117,7 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
     hp::tma_load_3d(dst, &a.mw, &full[slot], 0, i / GX * kRingChunks, t, pol_w);
     hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, i / GX * kRingChunks, t, pol_w);
   };
-  if (warp == kRingWarps && lane == 0) {
+  if (warp == W && lane == 0) {
     hp::prefetch_tensor_map(&a.mw);
     hp::prefetch_tensor_map(&a.ms);
     hp::prefetch_tensor_map(&a.mx);
@@ -116,9 +127,9 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
   }
   gemv::pdl_wait();
 
-  if (warp >= kRingWarps) {  // the producer: lane 0 of warp 16
+  if (warp >= W) {  // the producer: lane 0 of warp W
     hp::setmaxnreg_dec<kWideProducerRegs>();  // the producer warpgroup lends its registers
-    if (warp == kRingWarps && lane == 0) {
+    if (warp == W && lane == 0) {
       int slot = 0, phase = 0, xs = 0, xph = 0;
       for (int s = 0, i = 0; s < S; ++s) {
         hp::mbar_wait(&xempty[xs], xph ^ 1);
@@ -143,16 +154,18 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
     return;  // the consumers synchronise by named barrier 1 only
   }
 
-  hp::setmaxnreg_inc<kWideConsumerRegs>();
-  // This lane's x fragments: chunk `warp` of the slice, rows (lane & 7) + 8 mt
+  hp::setmaxnreg_inc<wide_consumer_regs(CW)>();
+  // This lane's x fragments: chunk `warp` of the slice, rows (lane & 7) + 8 mt (chunk warp + W c: W M lines
+  // on, the same swizzle)
   int xoff[2];
   gemv::ring_x_offsets(xoff, warp * p.m, lane, 0);
-  hp::named_barrier_sync(1, kRingWarps * 32);
+  const int xstep = W * p.m * 128;
+  hp::named_barrier_sync(1, W * 32);
   gemv::RingLane<F, T> ln(p, warp, lane);  // this lane's bytes of chunk `warp` in a slot, and the epilogue's
   auto& [lane4, code_off, scale_off, gs, bias, y] = ln;
   const auto lookup = gemv::ring_lookup(lane4);
   constexpr int MC = 8 * MT;  // columns of the sums
-  float acc[GX][MT][4];
+  float acc[GX][MT][4];  // the warp's chunks add into the same sums (CW = 2: NF4 formats, by FFMA)
 #pragma unroll
   for (int t = 0; t < GX; ++t)
 #pragma unroll
@@ -194,14 +207,15 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
       const int kc = s * kRingChunks + warp;  // chunks past K: zero x and zero scales, they add 0
       const int xs = s & 1;
       hp::mbar_wait(&xfull[xs], (s >> 1) & 1);
-      uint32_t bx[MT][4][2];
-      {
+      uint32_t bx[CW][MT][4][2];
+#pragma unroll
+      for (int c = 0; c < CW; ++c) {
         int xo[MT][2];  // an immediate offset for mt = 1
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128;
-        gemv::x_fragments<MT, false>(bx, xbuf(xs), xo, 0);
+          for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128 + c * xstep;
+        gemv::x_fragments<MT, false>(bx[c], xbuf(xs), xo, 0);
       }
       __syncwarp();
       if (lane == 0) hp::mbar_arrive(&xempty[xs]);
@@ -210,22 +224,29 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
         const int slot = rr * GX + t;
         const uint8_t* sp = wbuf + slot * kSlot;
         hp::mbar_wait(&full[slot], phase);
-        uint2 lo, hi;
-        uint32_t s_a, s_b;
-        gemv::slot_chunk<SB>(sp, code_off, scale_off, lo, hi, s_a, s_b);
+        uint2 lo[CW], hi[CW];
+        uint32_t s_a[CW], s_b[CW];
+#pragma unroll
+        for (int c = 0; c < CW; ++c)  // chunk warp + W c: W chunks on in the slot
+          gemv::slot_chunk<SB>(sp, code_off + c * W * 512, scale_off + c * W * 16 * SB, lo[c], hi[c], s_a[c], s_b[c]);
         __syncwarp();
         if (lane == 0) hp::mbar_arrive(&empty[slot]);
         const int n0 = kGemvRows * (t0 + t);
-        if constexpr (F == Format::nf4_dq) {
-          auto g2 = [&](int h) {
-            if constexpr (kDq2) return kc < g2k[t][h] ? g2a[t][h] : g2b[t][h];
-            return g2a[t][h];
-          };
-          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(acc[t], p, bx, g, kc_total, 0, kc, lo, hi,
-                                                                             s_a, s_b, n0, lookup, g2);
-        } else {
-          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc[t], p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0,
-                                                                lookup);
+#pragma unroll
+        for (int c = 0; c < CW; ++c) {
+          const int kcc = kc + c * W;
+          if constexpr (F == Format::nf4_dq) {
+            auto g2 = [&](int h) {
+              if constexpr (kDq2) return kcc < g2k[t][h] ? g2a[t][h] : g2b[t][h];
+              return g2a[t][h];
+            };
+            gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(acc[t], p, bx[c], g, kc_total, 0, kcc,
+                                                                               lo[c], hi[c], s_a[c], s_b[c], n0, lookup,
+                                                                               g2);
+          } else {
+            gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c],
+                                                                  s_a[c], s_b[c], n0, lookup);
+          }
         }
       }
     }
@@ -234,10 +255,10 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
   // table lookup made and nothing more is in flight (one row block) once all consumers pass the barrier
   // below. Each warp writes [warp][column][tile, row] (wide_sum_pitch), then a thread per (row, column)
   // adds the warps' in warp order.
-  static_assert(wide_pass(MT) >= GX, "the row block's sums fit at once");
+  static_assert(wide_pass(MT, CW) >= GX, "the row block's sums fit at once");
   constexpr int SP = wide_sum_pitch(GX);
   float* sums = reinterpret_cast<float*>(xa);
-  hp::named_barrier_sync(1, kRingWarps * 32);  // free: the slots', x's and the table's last reads
+  hp::named_barrier_sync(1, W * 32);  // free: the slots', x's and the table's last reads
 #pragma unroll
   for (int tt = 0; tt < GX; ++tt)
 #pragma unroll
@@ -245,15 +266,15 @@ __global__ void __launch_bounds__(kWideThreads, 1) fp4_gemv_wide_kernel(const Ge
 #pragma unroll
       for (int e = 0; e < 4; ++e)
         sums[(warp * MC + mt * 8 + 2 * r + (e & 1)) * SP + tt * kGemvRows + g + 8 * (e >> 1)] = acc[tt][mt][e];
-  hp::named_barrier_sync(1, kRingWarps * 32);
-  for (int i = tid; i < GX * kGemvRows * p.m; i += kRingWarps * 32) {  // consecutive threads: consecutive rows
+  hp::named_barrier_sync(1, W * 32);
+  for (int i = tid; i < GX * kGemvRows * p.m; i += W * 32) {  // consecutive threads: consecutive rows
     const int nl = i % (GX * kGemvRows), m = i / (GX * kGemvRows);
     const int n = kGemvRows * t0 + nl;
     if (n >= p.n) continue;
     const float* src = sums + m * SP + nl;
     float v = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kRingWarps; ++w) v += src[w * MC * SP];
+    for (int w = 0; w < W; ++w) v += src[w * MC * SP];
     v *= gs;
     if (bias) v += D::to_f(bias[n]);
     y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
@@ -272,7 +293,8 @@ cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
   if (blocks > p.sms) return cudaErrorInvalidValue;  // one round only (the sums alias the slots)
   const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F), GX);
   RingArgs a = ring_args<F>(l, l.slots);
-  return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX>, p, a, blocks, stream, kWideThreads);
+  return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX>, p, a, blocks, stream,
+                               wide_threads(wide_chunk_warps(F, MT)));
 }
 
 // The instance of GX (ring_wide_instance: 2..7): whether this device runs it, and its launch.
@@ -280,7 +302,7 @@ template <Format F, typename T, int MT>
 struct WideInstance {
   template <int GX>
   static bool fits() {
-    return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX>, kWideThreads>();
+    return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX>, wide_threads(wide_chunk_warps(F, MT))>();
   }
   static bool usable(int gx) {
     static_assert(kRingWideMax == 7, "an instance per GX below");
