@@ -326,17 +326,33 @@ __device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const GemmParams&
   chunk_mma_bx<F, T, MT>(acc, p, bx, g, kc_total, kc0, kc, lo, hi, s_a, s_b, n0, lookup);
 }
 
+// element_value(F, c) of a code c < 16 with neither a branch nor an indexed load: for NF4 a chain of 15
+// selects over its values as immediates, written in PTX (the same chain in C++ was compiled back into the
+// switch's branch tree, and an indexed constant-bank load per lane serialises the warp's 16 addresses:
+// docs/NOTES.md, "The code table"); E2M1's decode is arithmetic already.
+template <Format F>
+__device__ __forceinline__ float code_value(uint32_t c) {
+  if constexpr (!uses_nf4_table(F)) {
+    return element_value(F, c);
+  } else {
+    float v = element_value(F, 0u);
+#pragma unroll
+    for (uint32_t j = 1; j < 16; ++j)
+      asm("{\n .reg .pred q;\n setp.eq.u32 q, %1, %2;\n selp.f32 %0, %3, %0, q;\n}"
+          : "+f"(v)
+          : "r"(c), "r"(j), "f"(element_value(F, j)));
+    return v;
+  }
+}
+
 // Code byte -> (value(low nibble), value(high nibble)) in T, 32 copies (one per bank) at
 // byte * 256 + lane * 4 of lut, so that one PRMT of the code word and the lane makes the address.
-// Each of the first 16 warps writes 16 bytes' rows. No global memory: runs before the previous
-// kernel has finished (PDL). vals: the 16 code values (element_value) where the caller has them in
-// its parameters; else they are computed here, which for NF4 is a switch on each lane's code that
-// runs its 16 cases one after another.
+// Warp w writes the rows of bytes 16 w .. 16 w + 15. No global memory: runs before the previous
+// kernel has finished (PDL).
 template <Format F, typename T>
-__device__ __forceinline__ void build_lut(uint32_t* lut, int warp, int lane, const float* vals = nullptr) {
-  const int byte = warp * 16 + (lane & 15);
-  const uint32_t e = vals ? dev::Dt<T>::pack2(vals[byte & 15], vals[byte >> 4])
-                          : dev::Dt<T>::pack2(element_value(F, byte & 15), element_value(F, byte >> 4));
+__device__ __forceinline__ void build_lut(uint32_t* lut, int warp, int lane) {
+  const uint32_t byte = static_cast<uint32_t>(warp * 16 + (lane & 15));
+  const uint32_t e = dev::Dt<T>::pack2(code_value<F>(byte & 15), code_value<F>(byte >> 4));
 #pragma unroll 4
   for (int j = 0; j < 16; ++j) lut[(warp * 16 + j) * 64 + lane] = __shfl_sync(0xFFFFFFFFu, e, j);
 }

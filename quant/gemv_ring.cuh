@@ -130,7 +130,6 @@ struct RingArgs {
   int slots;      // ring slots used (<= the layout's)
   int pf_stages;  // stages of the first row block prefetched to L2 before the dependency wait
   int early;      // stages whose weights are loaded before the dependency wait (Note [Early weights])
-  float vals[16];  // NF4: element_value of its 16 codes, for the code table (zero for E2M1 formats)
 };
 
 // MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). G = a.l.groups tiles per row block (Note [Streamed x]).
@@ -167,10 +166,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
 
   gemv::pdl_launch_dependents();
   if (warp < kRingWarps) {
-    // NF4's values from the parameters (a switch on each lane's code would run its 16 cases one after
-    // another: docs/NOTES.md, "The code table"); E2M1's are computed without a branch
-    gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp, lane,
-                          uses_nf4_table(F) ? a.vals : nullptr);
+    gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp, lane);
   } else if (lane == 0) {
     for (int s = 0; s < slots; ++s) {
       hp::mbar_init(&full[s], 1);
@@ -418,15 +414,12 @@ bool encode_ring_maps(RingArgs& a, const GemmParams& p) {
 }
 
 // A ring kernel's arguments with layout l, `slots` of its slots used, the tensor maps still to encode.
-template <Format F>
-RingArgs ring_args(const RingLayout& l, int slots) {
+inline RingArgs ring_args(const RingLayout& l, int slots) {
   RingArgs a{};
   a.l = l;
   a.slots = slots;
   a.pf_stages = forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages;
   a.early = forced_gemv_ring_early() >= 0 ? forced_gemv_ring_early() : kRingEarlyStages;
-  if constexpr (uses_nf4_table(F))  // only NF4's table reads them (E2M1's values are computed)
-    for (int i = 0; i < 16; ++i) a.vals[i] = element_value(F, static_cast<uint32_t>(i));
   return a;
 }
 
@@ -456,7 +449,7 @@ cudaError_t launch_gemv_ring(const GemmParams& p, const RingLayout& l, cudaStrea
   const int64_t tiles = (p.n + kGemvRows - 1) / kGemvRows;
   const int64_t blocks = (tiles + l.groups - 1) / l.groups;
   const int fs = forced_gemv_ring_slots();
-  RingArgs a = ring_args<F>(l, std::min(l.slots, fs > 0 ? fs : kRingSlots));
+  RingArgs a = ring_args(l, std::min(l.slots, fs > 0 ? fs : kRingSlots));
   return launch_ring_kernel<F>(fp4_gemv_ring_kernel<F, T, MT>, p, a, blocks < p.sms ? blocks : p.sms, stream);
 }
 

@@ -79,8 +79,7 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, MT)), 1)
   if (warp < W) {
 #pragma unroll
     for (int c = 0; c < CW; ++c)
-      gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp + W * c, lane,
-                            uses_nf4_table(F) ? a.vals : nullptr);
+      gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp + W * c, lane);
   } else if (warp == W && lane == 0) {
     for (int s = 0; s < slots; ++s) {
       hp::mbar_init(&full[s], 1);
@@ -292,7 +291,7 @@ cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
   const int64_t blocks = ((p.n + kGemvRows - 1) / kGemvRows + GX - 1) / GX;
   if (blocks > p.sms) return cudaErrorInvalidValue;  // one round only (the sums alias the slots)
   const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F), GX);
-  RingArgs a = ring_args<F>(l, l.slots);
+  RingArgs a = ring_args(l, l.slots);
   return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX>, p, a, blocks, stream,
                                wide_threads(wide_chunk_warps(F, MT)));
 }
