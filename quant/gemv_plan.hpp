@@ -376,14 +376,15 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
 // the 17-warp instance; GX 6 MXFP4 0.983 / 0.973; the other cells of GX 4, 6, 7 0.98-1.00. So the wide
 // kernel is taken wherever an instance applies (ring_wide_tiles).
 inline constexpr int kRingWideMax = 7;
-// The wide kernel's CTA: the ring kernel's 16 consumer warps and a producer warpgroup (one lane works)
-// that hands registers to the consumers with setmaxnreg, 112 against 96 (a 544-thread CTA of 17 warps
-// gets no more than 96: docs/NOTES.md). The MT = 2 instances spilled 8-64 bytes at 96 and none or a few
-// bytes (MXFP4 at GX >= 5) at 112. A CTA launches with 96 a thread (640 threads) and setmaxnreg moves
-// registers within the CTA's own pool only (120 for the consumers hung). MT = 1 kept 17 warps until
-// session 20: with session 18's ring it measured 1-3 % slower at GX = 7 and within 1 % elsewhere; with
-// session 19's (deeper, constant slots) 0.93-0.97x at MXFP4 GX = 7 (the instance that spilled 32 bytes at
-// 96) and 0.97-1.00x elsewhere (Note [Wide row blocks]).
+// The wide kernel's CTA: the ring kernel's 16 consumer warps (8 for the NF4 formats: wide_chunk_warps
+// below) and a producer warpgroup (one lane works) that hands registers to the consumers with
+// setmaxnreg, 112 against 96 (a 544-thread CTA of 17 warps gets no more than 96: docs/NOTES.md). The
+// MT = 2 instances spilled 8-64 bytes at 96 and none or a few bytes (MXFP4 at GX >= 5) at 112. A CTA
+// launches with 96 a thread (640 threads) and setmaxnreg moves registers within the CTA's own pool only
+// (120 for the consumers hung). MT = 1 kept 17 warps until session 20: with session 18's ring it
+// measured 1-3 % slower at GX = 7 and within 1 % elsewhere; with session 19's (deeper, constant slots)
+// 0.93-0.97x at MXFP4 GX = 7 (the instance that spilled 32 bytes at 96) and 0.97-1.00x elsewhere (Note
+// [Wide row blocks]).
 inline constexpr int kWideThreads = 32 * (kRingWarps + 4);
 inline constexpr int kWideLaunchRegs = 65536 / kWideThreads / 8 * 8;
 inline constexpr int kWideConsumerRegs = 112;
