@@ -385,10 +385,21 @@ inline constexpr int kRingWideMax = 7;
 // measured 1-3 % slower at GX = 7 and within 1 % elsewhere; with session 19's (deeper, constant slots)
 // 0.93-0.97x at MXFP4 GX = 7 (the instance that spilled 32 bytes at 96) and 0.97-1.00x elsewhere (Note
 // [Wide row blocks]).
-inline constexpr int kWideThreads = 32 * (kRingWarps + 4);
-inline constexpr int kWideLaunchRegs = 65536 / kWideThreads / 8 * 8;
-inline constexpr int kWideConsumerRegs = 112;
 inline constexpr int kWideProducerRegs = 24;
+// A CTA of 16 / cw consumer warps and the producer warpgroup; its registers at launch, and the
+// consumers' after setmaxnreg: all that the producer warpgroup lends, at most 240 (setmaxnreg's limit
+// is 256).
+constexpr int wide_warps(int cw) { return kRingChunks / cw; }
+constexpr int wide_threads(int cw) { return 32 * (wide_warps(cw) + 4); }
+constexpr int wide_launch_regs(int cw) { return 65536 / wide_threads(cw) / 8 * 8; }
+constexpr int wide_consumer_regs(int cw) {
+  const int r = (wide_threads(cw) * wide_launch_regs(cw) - 128 * kWideProducerRegs) / (32 * wide_warps(cw)) / 8 * 8;
+  return r < 240 ? r : 240;
+}
+// The 16-warp CTA: 640 threads, 96 registers at launch, 112 for the consumers.
+inline constexpr int kWideThreads = wide_threads(1);
+inline constexpr int kWideLaunchRegs = wide_launch_regs(1);
+inline constexpr int kWideConsumerRegs = wide_consumer_regs(1);
 static_assert(kRingWarps * 32 * kWideConsumerRegs + 128 * kWideProducerRegs <= kWideThreads * kWideLaunchRegs,
               "setmaxnreg within the CTA's registers");
 constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWideMax; }
@@ -404,19 +415,8 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // chunk, 1.02-1.05x with one vote for both chunks, 1.00-1.07x on the fp32-scale path without the fold.
 // An upper bound measured first (an epilogue adding one warp's sums, wrong results): 0.93-0.95 at
 // 14336x4096 M = 16, 0.98-1.0 at 4096x14336.
-constexpr int wide_chunk_warps(Format f, int mt) {
-  (void)mt;  // measured at both MT
-  return f == Format::nf4 || f == Format::nf4_dq ? 2 : 1;
-}
-constexpr int wide_warps(int cw) { return kRingChunks / cw; }
-constexpr int wide_threads(int cw) { return 32 * (wide_warps(cw) + 4); }
-constexpr int wide_launch_regs(int cw) { return 65536 / wide_threads(cw) / 8 * 8; }
-// The consumers' registers after setmaxnreg: kWideConsumerRegs with 16 warps, else all that the producer
-// warpgroup lends, at most 240 (setmaxnreg's limit is 256).
-constexpr int wide_consumer_regs(int cw) {
-  const int r = (wide_threads(cw) * wide_launch_regs(cw) - 128 * kWideProducerRegs) / (32 * wide_warps(cw)) / 8 * 8;
-  return cw == 1 ? kWideConsumerRegs : (r < 240 ? r : 240);
-}
+// The same choice at both MT (measured at both).
+constexpr int wide_chunk_warps(Format f) { return f == Format::nf4 || f == Format::nf4_dq ? 2 : 1; }
 // NF4_DQ: the instances up to this GX also take K whose rows span two scale2 groups (K / 64 <= kDqGroup
 // and not a divisor of it: three values a row and tile in registers), the others one group only.
 inline constexpr int kWideDq2Max = 3;

@@ -35,7 +35,7 @@ namespace vstack::quant {
 // for 8. ptxas allocates the consumers' code up to the setmaxnreg count (R237 in the CW = 2 SASS), not the
 // launch's. docs/NOTES.md has the measurements.
 template <Format F, typename T, int MT, int GX>
-__global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, MT)), 1)
+__global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
     fp4_gemv_wide_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using D = dev::Dt<T>;
@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, MT)), 1)
   extern __shared__ __align__(128) uint8_t smem[];
   constexpr int kR = wide_ring_slices(GX, SB, MT);  // slices of K a round of the ring
   constexpr int slots = wide_ring_slots(GX, SB, MT);  // as the launch's wide_layout (a.slots is not read)
-  constexpr int CW = wide_chunk_warps(F, MT);  // chunks of a stage per consumer warp: warp, warp + W, ...
+  constexpr int CW = wide_chunk_warps(F);  // chunks of a stage per consumer warp: warp, warp + W, ...
   constexpr int W = wide_warps(CW);            // consumer warps
   // Two chunks add into one set of sums: fine where each chunk's mma starts from zero and is added by
   // FFMA, a chain through both chunks where the mma accumulates into the sums (the folded scales).
@@ -293,7 +293,7 @@ cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
   const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F), GX);
   RingArgs a = ring_args(l, l.slots);
   return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX>, p, a, blocks, stream,
-                               wide_threads(wide_chunk_warps(F, MT)));
+                               wide_threads(wide_chunk_warps(F)));
 }
 
 // The instance of GX (ring_wide_instance: 2..7): whether this device runs it, and its launch.
@@ -301,7 +301,7 @@ template <Format F, typename T, int MT>
 struct WideInstance {
   template <int GX>
   static bool fits() {
-    return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX>, wide_threads(wide_chunk_warps(F, MT))>();
+    return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX>, wide_threads(wide_chunk_warps(F))>();
   }
   static bool usable(int gx) {
     static_assert(kRingWideMax == 7, "an instance per GX below");

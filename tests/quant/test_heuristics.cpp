@@ -538,21 +538,19 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   STATIC_REQUIRE(kWideConsumerRegs > kWideLaunchRegs);
   STATIC_REQUIRE(kRingWarps * 32 * kWideConsumerRegs + 128 * kWideProducerRegs <= 640 * kWideLaunchRegs);
   STATIC_REQUIRE(4 * 32 * kWideConsumerRegs + 32 * kWideProducerRegs <= 16384);
-  // CW chunks a warp (Note [Two chunks a warp]): 16 warps keep the constants above; 8 warps (the NF4 formats)
+  // CW chunks a warp (Note [Two chunks a warp]): 16 warps are the constants above (112 for the consumers); 8 (NF4)
   // launch 384 threads at 168 registers and take 240 after setmaxnreg, within the pool and a sub-partition
-  STATIC_REQUIRE(wide_threads(1) == kWideThreads);
-  STATIC_REQUIRE(wide_launch_regs(1) == kWideLaunchRegs);
-  STATIC_REQUIRE(wide_consumer_regs(1) == kWideConsumerRegs);
+  STATIC_REQUIRE(kWideConsumerRegs == 112);
   STATIC_REQUIRE(wide_warps(2) == 8);
   STATIC_REQUIRE(wide_threads(2) == 384);
   STATIC_REQUIRE(wide_launch_regs(2) == 168);
   STATIC_REQUIRE(wide_consumer_regs(2) == 240);
   STATIC_REQUIRE(wide_warps(2) * 32 * wide_consumer_regs(2) + 128 * kWideProducerRegs <= 384 * wide_launch_regs(2));
   STATIC_REQUIRE(2 * 32 * wide_consumer_regs(2) + 32 * kWideProducerRegs <= 16384);
+  for (Format f : {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq})
+    CHECK(wide_chunk_warps(f) == (f == Format::nf4 || f == Format::nf4_dq ? 2 : 1));
+  CHECK(wide_warps(wide_chunk_warps(Format::nf4)) * wide_chunk_warps(Format::nf4) == kRingChunks);
   for (int mt = 1; mt <= 2; ++mt) {
-    for (Format f : {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq})
-      CHECK(wide_chunk_warps(f, mt) == (f == Format::nf4 || f == Format::nf4_dq ? 2 : 1));
-    CHECK(wide_warps(wide_chunk_warps(Format::nf4, mt)) * wide_chunk_warps(Format::nf4, mt) == kRingChunks);
     CHECK(wide_pass(mt, 2) >= wide_pass(mt, 1));  // fewer warps' sums: at least as many tiles at once
     CHECK(static_cast<int64_t>(wide_warps(2)) * 8 * mt * wide_sum_pitch(wide_pass(mt, 2)) * 4 <= kWideSumBytes);
   }
