@@ -152,13 +152,18 @@ TEST_CASE("block quotient without a divide is x / s", "[quant][fast]") {
 
 namespace {
 
+// Codes of got (element j at bits 4j..4j+3) that differ from encode_element's for x at scale s.
 template <Format F>
-int check_encode8(const float (&x)[8], float s) {
-  const bool zero = !(s > 0.0f);  // as block_is_zero: a scale that underflowed to 0
-  const uint32_t got = encode8_fast<F>(x, s, zero, kNf4.base, kNf4.mid);
+int code_mismatches(uint32_t got, const float (&x)[8], float s, bool zero) {
   int bad = 0;
   for (int j = 0; j < 8; ++j) bad += ((got >> (4 * j)) & 15u) != encode_element<F>(x[j], s, zero);
   return bad;
+}
+
+template <Format F>
+int check_encode8(const float (&x)[8], float s) {
+  const bool zero = !(s > 0.0f);  // as block_is_zero: a scale that underflowed to 0
+  return code_mismatches<F>(encode8_fast<F>(x, s, zero, kNf4.base, kNf4.mid), x, s, zero);
 }
 
 }  // namespace
@@ -258,10 +263,8 @@ int check_clean(const float (&x)[8], BlockStat st, float scale2, int& clean_bloc
   if (!b.clean) return 0;
   ++clean_blocks;
   const bool zero = block_is_zero(st, s);
-  int bad = (b.sc != sc) + (f32_bits(b.d.s) != f32_bits(s));
-  const uint32_t got = encode8_quotients<F>(x, b.d, kNf4.base, kNf4.mid);
-  for (int j = 0; j < 8; ++j) bad += ((got >> (4 * j)) & 15u) != encode_element<F>(x[j], s, zero);
-  return bad;
+  return (b.sc != sc) + (f32_bits(b.d.s) != f32_bits(s)) +
+         code_mismatches<F>(encode8_quotients<F>(x, b.d, kNf4.base, kNf4.mid), x, s, zero);
 }
 
 }  // namespace
