@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -253,14 +254,17 @@ struct Launch {
 
 // One matmul against the fp64 product of x and the CPU-decoded weights, with the bound below;
 // outputs poisoned, determinism checked by a second launch. Returns ||y - ref|| / ||ref||.
-// w_exp, x_exp: weights scaled by 2^w_exp, x by 2^x_exp.
+// w_exp, x_exp: weights scaled by 2^w_exp, x by 2^x_exp; edit, if given, changes the weights [N][K] after that
+// (an output whose reference is NaN must be NaN).
 double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with_bias, std::mt19937_64& rng,
-                    int w_exp = 0, int x_exp = 0, Launch how = {}) {
+                    int w_exp = 0, int x_exp = 0, Launch how = {},
+                    const std::function<void(std::vector<float>&)>& edit = {}) {
   INFO("format " << static_cast<int>(f) << " dtype " << dtype_name(dt) << " m " << s.m << " n " << s.n << " k "
                  << s.k << " bias " << with_bias << " w_exp " << w_exp << " x_exp " << x_exp);
   // Weights kept in f16 range for the f16 path (decoded weights are rounded to x's dtype).
   std::vector<float> w = random_matrix(s.n, s.k, rng);
   for (auto& v : w) v = std::ldexp(v, w_exp);
+  if (edit) edit(w);
   ref::QTensor q;
   REQUIRE(ref::quantize(w.data(), s.n, s.k, f, Layout::gemm, q));
   std::vector<float> wd(s.n * s.k);
@@ -330,7 +334,7 @@ double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with
         // f16 overflows at 65520 (rounds to inf): then inf of the right sign is the right answer
         const bool overflow_ok = dt == VSTACK_DTYPE_F16 && std::isinf(g) && (g > 0) == (r > 0) &&
                                  std::abs(r) + tol >= 65520.0;
-        if (!overflow_ok && !(std::abs(g - r) <= tol)) {
+        if (!overflow_ok && !(std::abs(g - r) <= tol) && !(std::isnan(r) && std::isnan(g))) {
           if (sl.first.size() < 5) {
             std::ostringstream os;
             os << "y[" << i << "][" << j << "] = " << g << " want " << r << " tol " << tol;
@@ -431,19 +435,32 @@ TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quan
 // sums, 119 KB, over the x buffers, the code table and region B).
 // Unforced the launcher takes them wherever an instance applies; run.sh runs the case again with them
 // forced on (an error where an instance applies and this device cannot run it) and off.
+// The device's SM count and VSTACK_GEMV_RING_WIDE (as quant/env.hpp's env_flag: 1 on, 0 off, -1 unset).
+struct WideSetting {
+  int sms = 0, forced = -1;
+  WideSetting() {
+    int dev = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const char* env = std::getenv("VSTACK_GEMV_RING_WIDE");
+    forced = env && *env ? (std::atoi(env) != 0 ? 1 : 0) : -1;
+  }
+  // N of ceil(tiles / SMs) = gx tiles a row block, a ragged last tile and a last row block with tiles past N
+  int64_t n(int gx) const {
+    int64_t tiles = static_cast<int64_t>(sms) * (gx - 1) + 2;
+    if (tiles % gx == 0) ++tiles;
+    return 16 * tiles - 7;
+  }
+};
+
 TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant][gemv-wide]") {
   std::mt19937_64 rng(fresh_seed());
-  int dev = 0, sms = 0;
-  CUDA_OK(cudaGetDevice(&dev));
-  CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const WideSetting ws;
+  const int sms = ws.sms, forced = ws.forced;
   REQUIRE(sms >= 16);
-  const char* env = std::getenv("VSTACK_GEMV_RING_WIDE");
-  const int forced = env && *env ? (std::atoi(env) != 0 ? 1 : 0) : -1;  // as quant/env.hpp's env_flag
   int wide_cases = 0;
   for (int gx = 2; gx <= 7; ++gx) {
-    int64_t tiles = static_cast<int64_t>(sms) * (gx - 1) + 2;
-    if (tiles % gx == 0) ++tiles;  // the last row block has tiles past N
-    const int64_t n = 16 * tiles - 7;
+    const int64_t n = ws.n(gx);
     // K = 2112 and 4160 (33, 65 chunks): NF4_DQ rows span two scale2 groups, which the instances up to
     // kWideDq2Max take
     const MatmulShape shapes[] = {{1, n, 2112}, {8, n, 4096}, {16, n, 1024}, {9, n, 4096}, {12, n, 4160}};
@@ -461,6 +478,30 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
   }
   // 17 shapes x 4 formats, but NF4_DQ at K = 2112 with GX > kWideDq2Max (4); none when forced off
   CHECK(wide_cases == (forced == 0 ? 0 : 4 * 17 - 4));
+}
+
+// MXFP4 with bf16 x at M = 9..16 folds a chunk's E8M0 scales into A where the warp's vote finds every byte
+// in 64..191, and takes the fp32 path for the others (Note [NVFP4 scale in A] in quant/gemv_kernel.cuh). The
+// cases above have only the first kind; here each wide instance gets blocks at the smallest scales (every
+// chunk on the fp32 path, as the "smallest block scales" case, which is too small for a wide instance), and
+// one NaN block (NaN in exactly its column) and one all-zero block (scale byte 0) in different row blocks
+// among chunks that fold; N ragged as in the case above.
+TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][gemv-wide]") {
+  std::mt19937_64 rng(fresh_seed());
+  const WideSetting ws;
+  REQUIRE(ws.sms >= 16);
+  for (int gx = 2; gx <= 7; ++gx) {
+    const int64_t n = ws.n(gx);
+    for (const MatmulShape& s : {MatmulShape{16, n, 1024}, MatmulShape{12, n, 2112}}) {
+      CHECK(ring_wide_tiles(s.m, s.n, s.k, Format::mxfp4, ws.sms, ws.forced) == (ws.forced != 0 ? gx : 0));
+      check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, false, rng, -122, 100);
+      const int64_t nan_row = n / 3, zero_row = n / 2 + 5;  // different row blocks
+      check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, {}, [&](std::vector<float>& w) {
+        w[nan_row * s.k + s.k / 2 + 3] = NAN;
+        for (int64_t c = 64; c < 96; ++c) w[zero_row * s.k + c] = 0.0f;
+      });
+    }
+  }
 }
 
 // The wgmma GEMM with its K chunks split over work items (Note [K split] in quant/gemm_traits.hpp):
