@@ -70,7 +70,10 @@
 // hot loop: the MT = 2 instances no longer spill (GX 5-7 spilled 20-44 B). Measured (H100, 2026-11-23,
 // bench_fp4.py M = 16, 6 alternations, the same call as a full GPU suite on the lab build): MXFP4
 // 0.937-0.970 on the six large bench shapes (8192^2 73.7 -> 76.9 % of the stream, 14336x4096 67.9 ->
-// 72.5 %), 4096^2 0.996; the other formats 0.986-1.013.
+// 72.5 %), 4096^2 0.996; the other formats 0.986-1.013. Without the vote (a lab that always folds) the wide
+// kernel runs 0.976-0.99 at M = 16; folding every chunk and checking the bytes after the loop (two ALU
+// instructions a chunk, or a checker warp, and a per-CTA exact pass on a miss) kept at most 1 % of that
+// (H100, 2026-11-24, docs/NOTES.md session 25), so the vote stays.
 // Where the time goes (H100, nvfp4 M = 1, lab builds, docs/NOTES.md): at 8192^2 the compute alone
 // (weights from registers) takes 12.9 us, the loads alone 16.0, both 21.2, and a pure read of the
 // same bytes 14.1 (bench/quant/read_floor.cu). A warp issues batch i + 2's loads only after it has
