@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "quant/env.hpp"
 #include "quant/gemv_plan.hpp"
 #include "quant/ref.hpp"
 #include "vstack/kernels.h"
@@ -428,22 +429,14 @@ TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quan
     for (const MatmulShape& s : shapes) check_matmul(s, f, s.m == 9 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
 }
 
-// The wide row blocks (Note [Wide row blocks] in quant/gemv_plan.hpp) of each instance GX = 2..7 on this
-// device: N of ceil(tiles / SMs) = GX with a ragged last tile and a last row block with tiles past N; K
-// of one slice (1024), three with a last one of one chunk (2112: not NF4_DQ's, whose rows there span two
-// scale2 groups), four (4096, at GX = 3, 6, 7); 1, 8, 9 and 16 mma columns (M = 16 at GX >= 6: the most
-// sums, 119 KB, over the x buffers, the code table and region B).
-// Unforced the launcher takes them wherever an instance applies; run.sh runs the case again with them
-// forced on (an error where an instance applies and this device cannot run it) and off.
-// The device's SM count and VSTACK_GEMV_RING_WIDE (as quant/env.hpp's env_flag: 1 on, 0 off, -1 unset).
+// The device's SM count and whether VSTACK_GEMV_RING_WIDE forces the wide row blocks (the launcher's
+// env_flag: 1 on, 0 off, -1 unset).
 struct WideSetting {
-  int sms = 0, forced = -1;
+  int sms = 0, forced = env_flag("VSTACK_GEMV_RING_WIDE");
   WideSetting() {
     int dev = 0;
     CUDA_OK(cudaGetDevice(&dev));
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const char* env = std::getenv("VSTACK_GEMV_RING_WIDE");
-    forced = env && *env ? (std::atoi(env) != 0 ? 1 : 0) : -1;
   }
   // N of ceil(tiles / SMs) = gx tiles a row block, a ragged last tile and a last row block with tiles past N
   int64_t n(int gx) const {
@@ -453,6 +446,13 @@ struct WideSetting {
   }
 };
 
+// The wide row blocks (Note [Wide row blocks] in quant/gemv_plan.hpp) of each instance GX = 2..7 on this
+// device: N of ceil(tiles / SMs) = GX with a ragged last tile and a last row block with tiles past N; K
+// of one slice (1024), three with a last one of one chunk (2112: not NF4_DQ's, whose rows there span two
+// scale2 groups), four (4096, at GX = 3, 6, 7); 1, 8, 9 and 16 mma columns (M = 16 at GX >= 6: the most
+// sums, 119 KB, over the x buffers, the code table and region B).
+// Unforced the launcher takes them wherever an instance applies; run.sh runs the case again with them
+// forced on (an error where an instance applies and this device cannot run it) and off.
 TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant][gemv-wide]") {
   std::mt19937_64 rng(fresh_seed());
   const WideSetting ws;
