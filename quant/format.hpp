@@ -222,6 +222,13 @@ VSTACK_HD float e8m0_value_sel(uint32_t b) {
 // one call): 8192^2 19.0-19.2 -> 18.7 us, 4096x14336 16.8-17.2 -> 16.6-16.7, the other cells within
 // +-1 %. The kernel uses it where it has one mma column tile: at two, ptxas spilled 16 bytes and
 // M = 16 ran 3 % slower. tests/quant/test_format.cpp checks it against e8m0_value.
+// Whether an MXFP4 block folds exactly into bf16 (the decode kernels' Note [MXFP4 range flag]): its
+// E8M0 byte sc in 64..191 (bits 7 and 6 differ), or its codes (the block's 4-bit codes in any packing,
+// `codes`) all +-0. The tensor's range flag (scale2[0], FORMAT.md) is 1 when every block folds.
+VSTACK_HD constexpr bool mxfp4_block_folds(uint32_t sc, uint32_t codes) {
+  return ((sc ^ (sc << 1)) & 0x80u) != 0 || (codes & 0x77777777u) == 0;
+}
+
 VSTACK_HD bool e8m0x4_special(uint32_t w) {
   return ((((w - 0x01010101u) & ~w) | ((~w - 0x01010101u) & w)) & 0x80808080u) != 0;
 }

@@ -73,7 +73,8 @@
 // 72.5 %), 4096^2 0.996; the other formats 0.986-1.013. Without the vote (a lab that always folds) the wide
 // kernel runs 0.976-0.99 at M = 16; folding every chunk and checking the bytes after the loop (two ALU
 // instructions a chunk, or a checker warp, and a per-CTA exact pass on a miss) kept at most 1 % of that
-// (H100, 2026-11-24, docs/NOTES.md session 25), so the vote stays.
+// (H100, 2026-11-24, docs/NOTES.md session 25), so the vote stays in the loop and the check moved to the
+// quantizer (Note [MXFP4 range flag]).
 // Where the time goes (H100, nvfp4 M = 1, lab builds, docs/NOTES.md): at 8192^2 the compute alone
 // (weights from registers) takes 12.9 us, the loads alone 16.0, both 21.2, and a pure read of the
 // same bytes 14.1 (bench/quant/read_floor.cu). A warp issues batch i + 2's loads only after it has
@@ -235,10 +236,47 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
     for (int mt = 0; mt < MT; ++mt) dev::Dt<T>::mma(acc[mt], af, bx[mt][stp][0], bx[mt][stp][1]);
   }
 }
-template <Format F, typename T, int MT, typename Lookup, bool EVEN = false, typename G2 = NoG2>
+// Note [MXFP4 range flag]. The vote of the MXFP4 fold below costs 2.4 % at 4096x14336 M = 16 (H100,
+// docs/NOTES.md session 25), and every way of checking the bytes inside the loop cost as much. So the
+// check moves to where the scales are made: an MXFP4 tensor may carry one fp32 in scale2, 1 when every
+// block folds exactly (its byte in 64..191, or its codes all +-0: then the fold's bf16 scale 0 for byte 0
+// gives the same zero products), else 0 (FORMAT.md); vstack_fp4_quantize and the CPU reference write
+// it. A decode kernel given a 1 runs its loop without the vote (fold = std::true_type), anything else
+// (no scale2, 0, a value the caller left unset) with it. Chunks past K and tiles past N hold zero
+// scales and codes or rows that are never stored, as on the vote's path. A NaN block (byte 0xFF, zero
+// codes: FORMAT.md) folds to NaN (bf16 Inf * 0), as its decode. Measured (H100, 2026-11-24, bench_fp4.py,
+// 5 rotated rounds against the vote): MXFP4 M = 9, 12, 16 0.949-0.987 on the four bench shapes, geomean
+// with NVFP4's unchanged cells 0.983; 4096x14336 M = 16 74.8 -> 77.0 % of the read stream. The flag
+// costs the quantizer a one-thread kernel and a test per block: MXFP4 8192^2 bf16 76.3 -> 78-81 us.
+template <Format F, typename T, int MT>
+inline constexpr bool kFoldVote = F == Format::mxfp4 && MT == 2 && std::is_same_v<T, __nv_bfloat16>;
+// Whether the tensor's range flag lets every chunk fold (read once per thread: one uniform load).
+template <Format F, typename T, int MT>
+__device__ __forceinline__ bool all_fold(const GemmParams& p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890  // the fold is sm_89+: the fp32 path either way below
+  if constexpr (kFoldVote<F, T, MT>) return p.scale2 != nullptr && __ldg(p.scale2) == 1.0f;
+#endif
+  (void)p;
+  return false;
+}
+// body(std::true_type{}) where every chunk folds, else body(std::false_type{}): two copies of the
+// caller's loop for the formats that vote, one for the others.
+template <Format F, typename T, int MT, typename Body>
+__device__ __forceinline__ void with_fold(bool all, Body&& body) {
+  if constexpr (kFoldVote<F, T, MT>) {
+    if (all) {
+      body(std::true_type{});
+      return;
+    }
+  }
+  body(std::false_type{});
+}
+
+template <Format F, typename T, int MT, typename Lookup, bool EVEN = false, typename G2 = NoG2,
+          typename Fold = std::false_type>
 __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmParams& p, const uint32_t (&bx)[MT][4][2],
                                              int g, int kc_total, int kc0, int kc, uint2 lo, uint2 hi, uint32_t s_a,
-                                             uint32_t s_b, int n0, Lookup lookup, G2 g2 = {}) {
+                                             uint32_t s_b, int n0, Lookup lookup, G2 g2 = {}, Fold = {}) {
   using D = dev::Dt<T>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   if constexpr (F == Format::nvfp4 && MT == 2) {  // Note [NVFP4 scale in A]
@@ -250,9 +288,10 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
   }
   if constexpr (F == Format::mxfp4 && MT == 2 && std::is_same_v<T, __nv_bfloat16>) {  // Note [NVFP4 scale in A]
     // E8M0 bytes e in 64..191 (bits 7 and 6 differ): bf16 2^(e - 127) is e << 7, and its products with
-    // E2M1 values are normal bf16, exact. Where any byte of the warp's chunk lies outside: the fp32 path.
+    // E2M1 values are normal bf16, exact. Where any byte of the warp's chunk lies outside: the fp32 path,
+    // unless the tensor's range flag says every chunk folds (Fold, Note [MXFP4 range flag]).
     const uint32_t w = s_a | (s_b << 16);
-    if (__all_sync(0xFFFFFFFFu, ((w ^ (w << 1)) & 0x80808080u) == 0x80808080u)) {
+    if (Fold::value || __all_sync(0xFFFFFFFFu, ((w ^ (w << 1)) & 0x80808080u) == 0x80808080u)) {
       const uint32_t sg[2] = {__byte_perm(s_a, s_b, 0x2420) << 7, __byte_perm(s_a, s_b, 0x2521) << 7};
       mma_scaled_steps<T, MT>(acc, bx, lo, hi, lookup, [&](int stp) { return sg[stp >> 1]; });
       return;
@@ -320,13 +359,13 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
 }
 
 // The same, x's fragments read from the slice in shared memory (xs, this lane's offsets xoff).
-template <Format F, typename T, int MT, bool XF, typename Lookup>
+template <Format F, typename T, int MT, bool XF, typename Lookup, typename Fold>
 __device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const GemmParams& p, const uint8_t* xs,
                                           const int (&xoff)[MT][2], int g, int kc_total, int kc0, int kc, uint2 lo,
-                                          uint2 hi, uint32_t s_a, uint32_t s_b, int n0, Lookup lookup) {
+                                          uint2 hi, uint32_t s_a, uint32_t s_b, int n0, Lookup lookup, Fold fold) {
   uint32_t bx[MT][4][2];
   x_fragments<MT, XF>(bx, xs, xoff, kc);
-  chunk_mma_bx<F, T, MT>(acc, p, bx, g, kc_total, kc0, kc, lo, hi, s_a, s_b, n0, lookup);
+  chunk_mma_bx<F, T, MT>(acc, p, bx, g, kc_total, kc0, kc, lo, hi, s_a, s_b, n0, lookup, NoG2{}, fold);
 }
 
 // element_value(F, c) of a code c < 16 with neither a branch nor an indexed load: for NF4 a chain of 15
@@ -575,8 +614,9 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
     for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
 
   // One chunk kc (of the slice): codes lo (row g) / hi (row g+8), raw scales s_a / s_b; n0: the tile's first row.
-  auto compute = [&](int kc, uint2 lo, uint2 hi, uint32_t s_a, uint32_t s_b, int n0) {
-    gemv::chunk_mma<F, T, MT, XF>(acc, p, xs, xoff, g, kc_total, kc0, kc, lo, hi, s_a, s_b, n0, lookup);
+  // fold: the MXFP4 fold without its vote (Note [MXFP4 range flag]) or with it.
+  auto compute = [&](auto fold, int kc, uint2 lo, uint2 hi, uint32_t s_a, uint32_t s_b, int n0) {
+    gemv::chunk_mma<F, T, MT, XF>(acc, p, xs, xoff, g, kc_total, kc0, kc, lo, hi, s_a, s_b, n0, lookup, fold);
   };
 
   const float gs = F == Format::nvfp4 ? __ldg(p.scale2) : 1.0f;
@@ -667,17 +707,17 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
   };
   // The compute cursor: the row block and place of the batch being computed.
   int cblk = static_cast<int>(blockIdx.y), csub = 0;
-  auto run = [&](const Batch& bt) {
+  auto run = [&](auto fold, const Batch& bt) {
     const int n0 = cblk * rows + tile * kGemvRows;
     const int c = w0 + csub * U;
     if (n0 < p.n) {
       if (c + U <= w1) {  // whole batch: straight-line, so the chunks' latency chains interleave
 #pragma unroll
-        for (int j = 0; j < U; ++j) compute(c + j, bt.ca[j], bt.cb[j], bt.sa[j], bt.sb[j], n0);
+        for (int j = 0; j < U; ++j) compute(fold, c + j, bt.ca[j], bt.cb[j], bt.sa[j], bt.sb[j], n0);
       } else {
 #pragma unroll
         for (int j = 0; j < U; ++j)
-          if (c + j < w1) compute(c + j, bt.ca[j], bt.cb[j], bt.sa[j], bt.sb[j], n0);
+          if (c + j < w1) compute(fold, c + j, bt.ca[j], bt.cb[j], bt.sa[j], bt.sb[j], n0);
       }
     }
   };
@@ -692,16 +732,19 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
   // Two batches in flight: compute one while the other loads, across row blocks (a block's
   // partials are summed after the next batch's loads are issued). nq is the CTA's: the
   // __syncthreads of finish() are uniform.
-  for (int q = 0; q < nq; q += 2) {
-    run(b0);
-    load(b0, cur);
-    next();
-    if (q + 1 < nq) {
-      run(b1);
-      load(b1, cur);
+  // __syncthreads: uniform, in either copy of the loop (Note [MXFP4 range flag])
+  gemv::with_fold<F, T, MT>(gemv::all_fold<F, T, MT>(p), [&](auto fold) {
+    for (int q = 0; q < nq; q += 2) {
+      run(fold, b0);
+      load(b0, cur);
       next();
+      if (q + 1 < nq) {
+        run(fold, b1);
+        load(b1, cur);
+        next();
+      }
     }
-  }
+  });
   if constexpr (SPLIT && !WS)  // keep this CTA's partials alive until every rank has read the last block's
     if (gridDim.x > 1 && nq > 0) gemv::cluster_wait();
 }

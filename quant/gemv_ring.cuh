@@ -243,99 +243,102 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
   const int ti = warp / C, cw = warp % C;
   int slot = 0, phase = 0, par = 0;
   const uint8_t* sp = region_b;
-  for (int rb = blockIdx.x; rb < blocks; rb += gridDim.x, par ^= 1) {
-    const int n0 = kGemvRows * (rb * G + ti);
-    float acc[MT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
-    // NF4_DQ: rows g, g + 8's scale2 values over this tile's K. A row's blocks (one per chunk) are
-    // consecutive in the scale2 groups of kDqGroup blocks, so along K <= 64 kDqGroup (the ring's limit
-    // for NF4_DQ, gemv_ring_mode) the group changes at most once: the value at chunk kc is g2a[h] before
-    // chunk g2k[h], g2b[h] from it. Two loads per tile instead of a 64-bit index, a division and a load
-    // per row and chunk: 8192^2 M = 1 18.7-19.1 -> 17.7 us, 4096x14336 16.1-16.5 -> 15.3-15.6 (H100).
-    float g2a[2] = {0.0f, 0.0f}, g2b[2] = {0.0f, 0.0f};
-    int g2k[2] = {0, 0};
-    if constexpr (F == Format::nf4_dq) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = n0 + g + 8 * h;
-        if (row >= p.n) continue;  // its scales are zero: any finite value
-        const int64_t b0 = static_cast<int64_t>(row) * kc_total;  // its first block
-        const int64_t grp = b0 / kDqGroup;
-        g2k[h] = static_cast<int>(std::min<int64_t>((grp + 1) * kDqGroup - b0, kc_total));
-        g2a[h] = __ldg(p.scale2 + grp);
-        g2b[h] = g2k[h] < kc_total ? __ldg(p.scale2 + grp + 1) : g2a[h];
-      }
-    }
-    for (int q = 0; q < stages; ++q) {
-      // Kept in registers: ptxas otherwise recomputes these lane offsets from %tid in every trip
-      // (~20 instructions per chunk).
-      gemv::pin(code_off);
-      gemv::pin(scale_off);
-      gemv::pin(lane4);
-      gemv::pin(xoff[0]);
-      gemv::pin(xoff[1]);
-      // Every chunk is computed, whole boxes: the box copies zero-fill the chunks past K and tiles past
-      // N, whose codes decode to finite values (NF4 code 0: -1) and whose scales to 0 (scale2 0 past
-      // N), so they add exactly 0 to the kept sums (the rows past N are never stored).
-      const int kc = q * C + cw;
-      hp::mbar_wait(&full[slot], phase);
-      // Everything this chunk needs from shared memory, before the slot is released: codes, scales,
-      // x's fragments.
-      uint2 lo, hi;
-      uint32_t s_a, s_b;
-      gemv::slot_chunk<SB>(sp, code_off, scale_off, lo, hi, s_a, s_b);
-      uint32_t bx[MT][4][2];
-      int xo[MT][2];  // an immediate offset for mt = 1
+  // Two copies of the loop where MXFP4 votes: one without the vote (Note [MXFP4 range flag])
+  gemv::with_fold<F, T, MT>(gemv::all_fold<F, T, MT>(p), [&](auto fold) {
+    for (int rb = blockIdx.x; rb < blocks; rb += gridDim.x, par ^= 1) {
+      const int n0 = kGemvRows * (rb * G + ti);
+      float acc[MT][4];
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128;
-      gemv::x_fragments<MT, false>(bx, sp, xo, 0);
-      __syncwarp();
-      if (lane == 0) hp::mbar_arrive(&empty[slot]);
-      sp += L.slot_bytes;
-      if (++slot == slots) {
-        slot = 0;
-        phase ^= 1;
-        sp = region_b;
-      }
+        for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
+      // NF4_DQ: rows g, g + 8's scale2 values over this tile's K. A row's blocks (one per chunk) are
+      // consecutive in the scale2 groups of kDqGroup blocks, so along K <= 64 kDqGroup (the ring's limit
+      // for NF4_DQ, gemv_ring_mode) the group changes at most once: the value at chunk kc is g2a[h] before
+      // chunk g2k[h], g2b[h] from it. Two loads per tile instead of a 64-bit index, a division and a load
+      // per row and chunk: 8192^2 M = 1 18.7-19.1 -> 17.7 us, 4096x14336 16.1-16.5 -> 15.3-15.6 (H100).
+      [[maybe_unused]] float g2a[2] = {0.0f, 0.0f}, g2b[2] = {0.0f, 0.0f};
+      [[maybe_unused]] int g2k[2] = {0, 0};
       if constexpr (F == Format::nf4_dq) {
-        auto g2 = [&](int h) { return kc < g2k[h] ? g2a[h] : g2b[h]; };
-        gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(acc, p, bx, g, kc_total, 0, kc, lo, hi,
-                                                                           s_a, s_b, n0, lookup, g2);
-      } else {
-        gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0,
-                                                              lookup);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = n0 + g + 8 * h;
+          if (row >= p.n) continue;  // its scales are zero: any finite value
+          const int64_t b0 = static_cast<int64_t>(row) * kc_total;  // its first block
+          const int64_t grp = b0 / kDqGroup;
+          g2k[h] = static_cast<int>(std::min<int64_t>((grp + 1) * kDqGroup - b0, kc_total));
+          g2a[h] = __ldg(p.scale2 + grp);
+          g2b[h] = g2k[h] < kc_total ? __ldg(p.scale2 + grp + 1) : g2a[h];
+        }
+      }
+      for (int q = 0; q < stages; ++q) {
+        // Kept in registers: ptxas otherwise recomputes these lane offsets from %tid in every trip
+        // (~20 instructions per chunk).
+        gemv::pin(code_off);
+        gemv::pin(scale_off);
+        gemv::pin(lane4);
+        gemv::pin(xoff[0]);
+        gemv::pin(xoff[1]);
+        // Every chunk is computed, whole boxes: the box copies zero-fill the chunks past K and tiles past
+        // N, whose codes decode to finite values (NF4 code 0: -1) and whose scales to 0 (scale2 0 past
+        // N), so they add exactly 0 to the kept sums (the rows past N are never stored).
+        const int kc = q * C + cw;
+        hp::mbar_wait(&full[slot], phase);
+        // Everything this chunk needs from shared memory, before the slot is released: codes, scales,
+        // x's fragments.
+        uint2 lo, hi;
+        uint32_t s_a, s_b;
+        gemv::slot_chunk<SB>(sp, code_off, scale_off, lo, hi, s_a, s_b);
+        uint32_t bx[MT][4][2];
+        int xo[MT][2];  // an immediate offset for mt = 1
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128;
+        gemv::x_fragments<MT, false>(bx, sp, xo, 0);
+        __syncwarp();
+        if (lane == 0) hp::mbar_arrive(&empty[slot]);
+        sp += L.slot_bytes;
+        if (++slot == slots) {
+          slot = 0;
+          phase ^= 1;
+          sp = region_b;
+        }
+        if constexpr (F == Format::nf4_dq) {
+          auto g2 = [&](int h) { return kc < g2k[h] ? g2a[h] : g2b[h]; };
+          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(acc, p, bx, g, kc_total, 0, kc, lo, hi,
+                                                                             s_a, s_b, n0, lookup, g2);
+        } else {
+          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0,
+                                                                lookup, gemv::NoG2{}, fold);
+        }
+      }
+      // The row block's sums, each tile's C warps in warp order. Two buffers: the barrier of row block
+      // rb + 1 also orders row block rb - 1's reads before this buffer is written again. Thread i < 16 G
+      // owns output row n0 + i % 16 G of every M column i / 16 G, i / 16 G + 512 / 16 G, ...: consecutive
+      // threads store consecutive rows of y (coalesced), and a thread's row and bias are fixed.
+      float* rb_sums = red + par * kRingWarps * MC * kRingSumPitch;  // [warp][column][row]
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          rb_sums[(warp * MC + mt * 8 + 2 * r + (e & 1)) * kRingSumPitch + g + 8 * (e >> 1)] = acc[mt][e];
+      hp::named_barrier_sync(1, kRingWarps * 32);
+      const int lg = 3 + __ffs(G);  // log2(16 G)
+      const int nl = tid & ((kGemvRows << (lg - 4)) - 1), n = kGemvRows * rb * G + nl;
+      if (n < p.n) {
+        const float bv = bias ? D::to_f(bias[n]) : 0.0f;
+        const float* src = rb_sums + (nl >> 4) * C * MC * kRingSumPitch + (nl & 15);  // tile nl / 16's first warp
+        for (int m = tid >> lg; m < p.m; m += (kRingWarps * 32) >> lg) {
+          float v = 0.0f;
+          for (int w = 0; w < C; ++w) v += src[(w * MC + m) * kRingSumPitch];
+          v *= gs;
+          if (bias) v += bv;
+          y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
+        }
       }
     }
-    // The row block's sums, each tile's C warps in warp order. Two buffers: the barrier of row block
-    // rb + 1 also orders row block rb - 1's reads before this buffer is written again. Thread i < 16 G
-    // owns output row n0 + i % 16 G of every M column i / 16 G, i / 16 G + 512 / 16 G, ...: consecutive
-    // threads store consecutive rows of y (coalesced), and a thread's row and bias are fixed.
-    float* rb_sums = red + par * kRingWarps * MC * kRingSumPitch;  // [warp][column][row]
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        rb_sums[(warp * MC + mt * 8 + 2 * r + (e & 1)) * kRingSumPitch + g + 8 * (e >> 1)] = acc[mt][e];
-    hp::named_barrier_sync(1, kRingWarps * 32);
-    const int lg = 3 + __ffs(G);  // log2(16 G)
-    const int nl = tid & ((kGemvRows << (lg - 4)) - 1), n = kGemvRows * rb * G + nl;
-    if (n < p.n) {
-      const float bv = bias ? D::to_f(bias[n]) : 0.0f;
-      const float* src = rb_sums + (nl >> 4) * C * MC * kRingSumPitch + (nl & 15);  // tile nl / 16's first warp
-      for (int m = tid >> lg; m < p.m; m += (kRingWarps * 32) >> lg) {
-        float v = 0.0f;
-        for (int w = 0; w < C; ++w) v += src[(w * MC + m) * kRingSumPitch];
-        v *= gs;
-        if (bias) v += bv;
-        y[static_cast<int64_t>(m) * p.n + n] = D::from_f(v);
-      }
-    }
-  }
+  });
 #else
   (void)p;
   (void)a;

@@ -191,65 +191,67 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
         }
       }
   }
-  int phase = 0;
-  for (int s0 = 0; s0 < S; s0 += kR, phase ^= 1) {
+  // Two copies of the loop where MXFP4 votes: one without the vote (Note [MXFP4 range flag])
+  gemv::with_fold<F, T, MT>(gemv::all_fold<F, T, MT>(p), [&](auto fold) {
+    int phase = 0;
+    for (int s0 = 0; s0 < S; s0 += kR, phase ^= 1) {
 #pragma unroll
-    for (int rr = 0; rr < kR; ++rr) {
-      const int s = s0 + rr;
-      if (kR > 1 && s >= S) break;
-      // Kept in registers: ptxas otherwise recomputes these lane offsets from %tid in every trip.
-      gemv::pin(code_off);
-      gemv::pin(scale_off);
-      gemv::pin(lane4);
-      gemv::pin(xoff[0]);
-      gemv::pin(xoff[1]);
-      const int kc = s * kRingChunks + warp;  // chunks past K: zero x and zero scales, they add 0
-      const int xs = s & 1;
-      hp::mbar_wait(&xfull[xs], (s >> 1) & 1);
-      uint32_t bx[CW][MT][4][2];
-#pragma unroll
-      for (int c = 0; c < CW; ++c) {
-        int xo[MT][2];  // an immediate offset for mt = 1
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128 + c * xstep;
-        gemv::x_fragments<MT, false>(bx[c], xbuf(xs), xo, 0);
-      }
-      __syncwarp();
-      if (lane == 0) hp::mbar_arrive(&xempty[xs]);
-#pragma unroll
-      for (int t = 0; t < GX; ++t) {
-        const int slot = rr * GX + t;
-        const uint8_t* sp = wbuf + slot * kSlot;
-        hp::mbar_wait(&full[slot], phase);
-        uint2 lo[CW], hi[CW];
-        uint32_t s_a[CW], s_b[CW];
-#pragma unroll
-        for (int c = 0; c < CW; ++c)  // chunk warp + W c: W chunks on in the slot
-          gemv::slot_chunk<SB>(sp, code_off + c * W * 512, scale_off + c * W * 16 * SB, lo[c], hi[c], s_a[c], s_b[c]);
-        __syncwarp();
-        if (lane == 0) hp::mbar_arrive(&empty[slot]);
-        const int n0 = kGemvRows * (t0 + t);
+      for (int rr = 0; rr < kR; ++rr) {
+        const int s = s0 + rr;
+        if (kR > 1 && s >= S) break;
+        // Kept in registers: ptxas otherwise recomputes these lane offsets from %tid in every trip.
+        gemv::pin(code_off);
+        gemv::pin(scale_off);
+        gemv::pin(lane4);
+        gemv::pin(xoff[0]);
+        gemv::pin(xoff[1]);
+        const int kc = s * kRingChunks + warp;  // chunks past K: zero x and zero scales, they add 0
+        const int xs = s & 1;
+        hp::mbar_wait(&xfull[xs], (s >> 1) & 1);
+        uint32_t bx[CW][MT][4][2];
 #pragma unroll
         for (int c = 0; c < CW; ++c) {
-          const int kcc = kc + c * W;
-          if constexpr (F == Format::nf4_dq) {
-            auto g2 = [&](int h) {
-              if constexpr (kDq2) return kcc < g2k[t][h] ? g2a[t][h] : g2b[t][h];
-              return g2a[t][h];
-            };
-            gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(acc[t], p, bx[c], g, kc_total, 0, kcc,
-                                                                               lo[c], hi[c], s_a[c], s_b[c], n0, lookup,
-                                                                               g2);
-          } else {
-            gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c],
-                                                                  s_a[c], s_b[c], n0, lookup);
+          int xo[MT][2];  // an immediate offset for mt = 1
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128 + c * xstep;
+          gemv::x_fragments<MT, false>(bx[c], xbuf(xs), xo, 0);
+        }
+        __syncwarp();
+        if (lane == 0) hp::mbar_arrive(&xempty[xs]);
+#pragma unroll
+        for (int t = 0; t < GX; ++t) {
+          const int slot = rr * GX + t;
+          const uint8_t* sp = wbuf + slot * kSlot;
+          hp::mbar_wait(&full[slot], phase);
+          uint2 lo[CW], hi[CW];
+          uint32_t s_a[CW], s_b[CW];
+#pragma unroll
+          for (int c = 0; c < CW; ++c)  // chunk warp + W c: W chunks on in the slot
+            gemv::slot_chunk<SB>(sp, code_off + c * W * 512, scale_off + c * W * 16 * SB, lo[c], hi[c], s_a[c], s_b[c]);
+          __syncwarp();
+          if (lane == 0) hp::mbar_arrive(&empty[slot]);
+          const int n0 = kGemvRows * (t0 + t);
+#pragma unroll
+          for (int c = 0; c < CW; ++c) {
+            const int kcc = kc + c * W;
+            if constexpr (F == Format::nf4_dq) {
+              auto g2 = [&](int h) {
+                if constexpr (kDq2) return kcc < g2k[t][h] ? g2a[t][h] : g2b[t][h];
+                return g2a[t][h];
+              };
+              gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(
+                  acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c], s_a[c], s_b[c], n0, lookup, g2);
+            } else {
+              gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c],
+                                                                    s_a[c], s_b[c], n0, lookup, gemv::NoG2{}, fold);
+            }
           }
         }
       }
     }
-  }
+  });
   // The sums, aliasing everything from kWideXAddr on (kWideSumBytes): every stage has been consumed, every
   // table lookup made and nothing more is in flight (one row block) once all consumers pass the barrier
   // below. Each warp writes [warp][column][tile, row] (wide_sum_pitch), then a thread per (row, column)

@@ -22,6 +22,7 @@ void quantize_linear(const float* x, int64_t n, QTensor& q) {
     scale2 = nvfp4_global(amax);
     q.scale2[0] = scale2;
   }
+  if constexpr (F == Format::mxfp4) q.scale2[0] = 1.0f;  // the range flag, cleared below by a block that does not fold
   for (int64_t b = 0; b < blocks; ++b) {
     if constexpr (F == Format::nf4_dq) {
       if (b % kDqGroup == 0) {  // group scale from the group's largest finite absmax
@@ -39,7 +40,13 @@ void quantize_linear(const float* x, int64_t n, QTensor& q) {
     uint8_t cb[B];
     std::memcpy(xb, x + b * B, sizeof xb);
     uint32_t sc = encode_block<F, B>(xb, scale2, cb);
-    for (int i = 0; i < B; i += 2) q.codes[(b * B + i) / 2] = static_cast<uint8_t>(cb[i] | (cb[i + 1] << 4));
+    uint32_t any = 0;  // the block's codes ORed
+    for (int i = 0; i < B; i += 2) {
+      q.codes[(b * B + i) / 2] = static_cast<uint8_t>(cb[i] | (cb[i + 1] << 4));
+      any |= cb[i] | cb[i + 1];
+    }
+    if constexpr (F == Format::mxfp4)
+      if (!mxfp4_block_folds(sc, any)) q.scale2[0] = 0.0f;
     if constexpr (F == Format::nf4) std::memcpy(&q.scales[b * 4], &sc, 4);
     else q.scales[b] = static_cast<uint8_t>(sc);
   }

@@ -36,7 +36,8 @@ typedef struct vstack_fp4_tensor {
   int64_t cols;    /* GEMM layout: K (input features) */
   void* codes;     /* device, codes_bytes, 16-byte aligned */
   void* scales;    /* device, scales_bytes, 16-byte aligned */
-  float* scale2;   /* device, scale2_count floats (NVFP4: 1, NF4_DQ: ceil(blocks/256)), else NULL */
+  float* scale2;   /* device, scale2_count floats (NVFP4: 1, NF4_DQ: ceil(blocks/256)); MXFP4: NULL or
+                      1, the range flag (quant/FORMAT.md: quantize writes it, matmul trusts it); NF4: NULL */
 } vstack_fp4_tensor_t;
 
 /* Buffer sizes for a rows x cols tensor. Fails with VSTACK_ERR_UNSUPPORTED_SHAPE

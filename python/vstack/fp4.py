@@ -73,7 +73,7 @@ def _sizes(fmt: int, layout: int, rows, cols):
     else:  # 16-row tiles: rows padded to a multiple of 16
         codes = npad * cols // 2
         scales = (cols // 64) * npad * _CHUNK_SCALE_BYTES[fmt]
-    scale2 = 1 if fmt == 0 else ((blocks + 255) // 256 if fmt == 3 else 0)
+    scale2 = 1 if fmt in (0, 1) else ((blocks + 255) // 256 if fmt == 3 else 0)  # MXFP4: the range flag
     return codes, scales, scale2
 
 

@@ -323,6 +323,72 @@ TEST_CASE("NaN/Inf policy: the block's scale becomes NaN, other blocks unaffecte
   CHECK(q.scale2[0] == 1.0f / kNvfp4GlobalDiv);
 }
 
+// Note [MXFP4 range flag] (quant/gemv_kernel.cuh): a block that mxfp4_block_folds says folds gives, for
+// each of its codes, a product of the code's E2M1 value and the bf16 scale e << 7 that is the block's
+// decoded value exactly, in bf16, and 0 or normal (every byte, every code; NaN for the NaN byte 0xFF
+// with +-0 codes, as the decode: Inf * 0). And the reference sets the flag exactly when every block of
+// the tensor folds, judged here from the stored bytes.
+TEST_CASE("MXFP4 range flag: 1 exactly when every block folds into bf16", "[quant][format]") {
+  for (uint32_t b = 0; b < 256; ++b)
+    for (uint32_t c = 0; c < 16; ++c) {
+      if (!mxfp4_block_folds(b, c)) continue;
+      INFO("byte " << b << " code " << c);
+      const float folded = ref::bf16_to_f32(static_cast<uint16_t>(b << 7)) * element_value(Format::mxfp4, c);
+      const float want = decode<Format::mxfp4>(c, e8m0_value(b));
+      if (std::isnan(want)) {
+        CHECK(b == 0xFFu);
+        CHECK(std::isnan(folded));
+        continue;
+      }
+      CHECK(folded == want);
+      CHECK(ref::bf16_to_f32(ref::f32_to_bf16(folded)) == folded);
+      CHECK((folded == 0.0f || (std::abs(folded) >= std::ldexp(1.0f, -126) && std::isfinite(folded))));
+    }
+  CHECK(mxfp4_block_folds(64, 5));
+  CHECK(mxfp4_block_folds(191, 5));
+  CHECK_FALSE(mxfp4_block_folds(63, 5));
+  CHECK_FALSE(mxfp4_block_folds(192, 5));
+  CHECK_FALSE(mxfp4_block_folds(255, 1));
+  CHECK(mxfp4_block_folds(0, 0x88888888u));  // +-0 codes fold at any byte
+  // tensors: N(0,1) rows, then one block of row 1 scaled or replaced
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> nd;
+  struct Edit {
+    const char* what;
+    float scale, value;  // elements [first, 96) of the block become value (if not 0) or x * scale
+    int first;
+    float want;
+  };
+  const Edit edits[] = {{"none", 1, 0, 64, 1},
+                        {"2^-70", 0x1p-70f, 0, 64, 0},
+                        {"2^70", 0x1p70f, 0, 64, 0},
+                        {"zero block", 0, 0, 64, 1},
+                        {"2^-140: byte 0, zero codes", 0x1p-140f, 0, 64, 1},
+                        {"2^-126: byte 0", 0x1p-126f, 0, 64, 0},
+                        {"NaN block: byte 0xFF, zero codes", 1, NAN, 64, 1},
+                        {"one NaN: byte 0xFF, zero codes (FORMAT.md's NaN policy)", 1, NAN, 95, 1}};
+  for (const Edit& e : edits) {
+    INFO(e.what);
+    std::vector<float> x(4 * 256);
+    for (auto& v : x) v = nd(rng);
+    for (int i = 256 + e.first; i < 256 + 96; ++i) x[i] = e.value != 0 ? e.value : x[i] * e.scale;
+    for (Layout l : {Layout::linear, Layout::gemm}) {
+      ref::QTensor q;
+      REQUIRE(ref::quantize(x.data(), 4, 256, Format::mxfp4, l, q));
+      REQUIRE(q.scale2.size() == 1);
+      CHECK(q.scale2[0] == e.want);
+      bool all = true;  // from the stored bytes: element (n, k)'s block
+      for (int64_t n = 0; n < 4; ++n)
+        for (int64_t k = 0; k < 256; k += 32) {
+          uint32_t codes = 0;
+          for (int64_t j = 0; j < 32; ++j) codes |= ref::code_at(q, n, k + j);
+          all = all && mxfp4_block_folds(q.scales[scale_byte(Format::mxfp4, l, n, k, 256)], codes);
+        }
+      CHECK(q.scale2[0] == (all ? 1.0f : 0.0f));
+    }
+  }
+}
+
 TEST_CASE("bf16/f16 conversions round to nearest even", "[quant][format]") {
   CHECK(ref::f32_to_bf16(1.0f) == 0x3F80);
   CHECK(ref::f32_to_bf16(ref::bf16_to_f32(0x3F80) + std::ldexp(1.0f, -8)) == 0x3F80);  // tie -> even

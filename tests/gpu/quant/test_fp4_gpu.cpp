@@ -152,6 +152,7 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
   // reciprocal (block scale outside [2^-90, 2^90]) or the quotient underflows; and a row of exact ties.
   const int extreme_exp[9] = {-140, -126, -110, -95, -88, 0, 88, 95, 120};
   const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
+  int mx_flags[2] = {0, 0};  // MXFP4 tensors by range flag (scale2[0], compared below): both values occur
   for (Format f : kFormats)
     for (Layout l : {Layout::linear, Layout::gemm})
       for (vstack_dtype_t dt : kDtypes)
@@ -191,8 +192,11 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
             const auto got = q.scale2->download<float>();
             REQUIRE(got.size() == want.scale2.size());
             CHECK(std::memcmp(got.data(), want.scale2.data(), got.size() * 4) == 0);
+            if (f == Format::mxfp4) ++mx_flags[want.scale2[0] == 1.0f];
           }
         }
+  CHECK(mx_flags[0] > 0);  // the rows of extreme exponents, the NaN / Inf blocks
+  CHECK(mx_flags[1] > 0);  // the others (with a zero block: {257, 1024})
 }
 
 long long fp4_test_rcp_mismatches();  // device_fns.cu
@@ -248,9 +252,12 @@ struct MatmulShape {
 
 // How check_matmul launches: on the legacy default stream, or captured into a CUDA graph on `stream`
 // (then both launches replay the one graph).
+// range_flag: MXFP4 is given its range flag (scale2, Note [MXFP4 range flag] in quant/gemv_kernel.cuh),
+// or scale2 NULL, so that the decode kernels vote per chunk.
 struct Launch {
   cudaStream_t stream = nullptr;
   bool graph = false;
+  bool range_flag = true;
 };
 
 // One matmul against the fp64 product of x and the CPU-decoded weights, with the bound below;
@@ -268,6 +275,9 @@ double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with
   if (edit) edit(w);
   ref::QTensor q;
   REQUIRE(ref::quantize(w.data(), s.n, s.k, f, Layout::gemm, q));
+  // MXFP4's range flag: set for the usual spread (every byte in 64..191), so the decode kernels run
+  // without the vote unless how.range_flag is false
+  if (f == Format::mxfp4 && w_exp == 0 && !edit) CHECK(q.scale2.at(0) == 1.0f);
   std::vector<float> wd(s.n * s.k);
   ref::dequantize(q, wd.data());
   std::normal_distribution<float> nd;
@@ -281,6 +291,7 @@ double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with
   db.upload(bb);
   DevQ dq(f, Layout::gemm, s.n, s.k);
   dq.upload(q);
+  if (f == Format::mxfp4 && !how.range_flag) dq.t.scale2 = nullptr;
   cudaGraphExec_t exec = nullptr;
   if (how.graph) {
     cudaGraph_t g = nullptr;
@@ -386,7 +397,9 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
       for (const MatmulShape& s : shapes)
         for (bool with_bias : {false, true}) {
           if (with_bias && s.m % 2 == 0) continue;  // bias on about half of the shapes
-          const double rel = check_matmul(s, f, dt, with_bias, rng);
+          double rel = check_matmul(s, f, dt, with_bias, rng);
+          if (f == Format::mxfp4 && dt == VSTACK_DTYPE_BF16 && s.m > 8 && s.m <= 16)  // the decode kernels' vote
+            rel = std::max(rel, check_matmul(s, f, dt, with_bias, rng, 0, 0, Launch{nullptr, false, false}));
           if (rel > worst_rel) {
             worst_rel = rel;
             worst = "format " + std::to_string(static_cast<int>(f)) + " " + dtype_name(dt) + " m " +
@@ -426,7 +439,11 @@ TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quan
   // ragged N (not a multiple of 16 x T), K slices of unequal length, one and two mma column tiles
   const MatmulShape shapes[] = {{1, 1104, 3200}, {9, 520, 2496}, {16, 312, 4160}, {3, 2072, 1216}, {8, 1000, 6464}};
   for (Format f : kFormats)
-    for (const MatmulShape& s : shapes) check_matmul(s, f, s.m == 9 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
+    for (const MatmulShape& s : shapes) {
+      check_matmul(s, f, s.m == 9 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
+      if (f == Format::mxfp4 && s.m == 16)  // bf16 M = 16: the MXFP4 fold with its vote, too
+        check_matmul(s, f, VSTACK_DTYPE_BF16, false, rng, 0, 0, Launch{nullptr, false, false});
+    }
 }
 
 // The device's SM count and whether VSTACK_GEMV_RING_WIDE forces the wide row blocks (the launcher's
@@ -473,6 +490,8 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
         CHECK(want == (applies ? gx : 0));
         wide_cases += want > 0;
         check_matmul(s, f, s.m == 8 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
+        if (f == Format::mxfp4 && s.m > 8)  // bf16 M = 9..16: the MXFP4 fold with its vote, too
+          check_matmul(s, f, VSTACK_DTYPE_BF16, s.m % 2 == 1, rng, 0, 0, Launch{nullptr, false, false});
       }
     }
   }
@@ -481,11 +500,14 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
 }
 
 // MXFP4 with bf16 x at M = 9..16 folds a chunk's E8M0 scales into A where the warp's vote finds every byte
-// in 64..191, and takes the fp32 path for the others (Note [NVFP4 scale in A] in quant/gemv_kernel.cuh). The
-// cases above have only the first kind; here each wide instance gets blocks at the smallest scales (every
-// chunk on the fp32 path, as the "smallest block scales" case, which is too small for a wide instance), and
-// one NaN block (NaN in exactly its column) and one all-zero block (scale byte 0) in different row blocks
-// among chunks that fold; N ragged as in the case above.
+// in 64..191, and takes the fp32 path for the others (Note [NVFP4 scale in A] in quant/gemv_kernel.cuh);
+// where the tensor's range flag is 1 it folds every chunk without the vote (Note [MXFP4 range flag]). The
+// cases above have only bytes in 64..191; here each wide instance gets blocks at the smallest scales (flag
+// 0: the vote, every chunk on the fp32 path, as the "smallest block scales" case, which is too small for a
+// wide instance), and one NaN block (NaN in exactly its column) and one all-zero block (scale byte 0) in
+// different row blocks among chunks that fold. Both of those have zero codes, so the flag stays 1: run with
+// it (every chunk folds, the NaN block's by bf16 Inf * 0) and without (the vote sends those two chunks down
+// the fp32 path). N ragged as in the case above.
 TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][gemv-wide]") {
   std::mt19937_64 rng(fresh_seed());
   const WideSetting ws;
@@ -496,10 +518,21 @@ TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][ge
       CHECK(ring_wide_tiles(s.m, s.n, s.k, Format::mxfp4, ws.sms, ws.forced) == (ws.forced != 0 ? gx : 0));
       check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, false, rng, -122, 100);
       const int64_t nan_row = n / 3, zero_row = n / 2 + 5;  // different row blocks
-      check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, {}, [&](std::vector<float>& w) {
+      auto edit = [&](std::vector<float>& w) {
         w[nan_row * s.k + s.k / 2 + 3] = NAN;
         for (int64_t c = 64; c < 96; ++c) w[zero_row * s.k + c] = 0.0f;
-      });
+      };
+      {
+        std::vector<float> w(s.n * s.k, 1.0f);
+        edit(w);
+        ref::QTensor q;
+        REQUIRE(ref::quantize(w.data(), s.n, s.k, Format::mxfp4, Layout::gemm, q));
+        CHECK(q.scale2.at(0) == 1.0f);
+        CHECK(q.scales[scale_byte(Format::mxfp4, Layout::gemm, nan_row, s.k / 2, s.k)] == 0xFF);
+        CHECK(q.scales[scale_byte(Format::mxfp4, Layout::gemm, zero_row, 64, s.k)] == 0);
+      }
+      for (bool flag : {true, false})
+        check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, Launch{nullptr, false, flag}, edit);
     }
   }
 }

@@ -1,6 +1,7 @@
 """vstack.fp4 / vstack.nn on a GPU: ops vs torch on decoded weights, torch.compile tracing, error paths.
 Run by tests/gpu/quant/run.sh (needs torch with CUDA and libvstack_kernels.so)."""
 
+import ctypes
 import sys
 
 import torch
@@ -41,6 +42,23 @@ def main():
         expect(abs(mse / want - 1) < 0.02, f"{fmt}: relative MSE on N(0,1) {mse:.5f} vs {want}")
         lin = fp4.quantize(w, fmt, layout="linear")
         expect(torch.equal(fp4.dequantize(lin, torch.float32), d), f"{fmt}: linear and GEMM layouts decode alike")
+
+    # the Python buffer sizes (SymInt arithmetic) are the C API's, and MXFP4 carries its range flag
+    lib = fp4._clib()
+    st = ctypes.c_size_t
+    lib.vstack_fp4_sizes.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+                                     ctypes.POINTER(st), ctypes.POINTER(st), ctypes.POINTER(st)]
+    for fmt in ["nvfp4", "mxfp4", "nf4", "nf4_dq"]:
+        f = fp4.FORMATS[fmt]
+        for layout, rows, cols in [(0, 3, 64 * 300), (1, 17, 192), (1, 4096, 14336)]:
+            c = [st(), st(), st()]
+            rc = lib.vstack_fp4_sizes(f, layout, rows, cols, *[ctypes.byref(v) for v in c])
+            expect(rc == 0 and tuple(v.value for v in c) == fp4._sizes(f, layout, rows, cols),
+                   f"{fmt} layout {layout} {rows}x{cols}: sizes {fp4._sizes(f, layout, rows, cols)} as the C API's")
+    q = fp4.quantize(torch.randn(256, 512, device=dev), "mxfp4")
+    expect(q.scale2.tolist() == [1.0], "mxfp4: N(0,1) weights get the range flag 1")
+    q = fp4.quantize(torch.randn(256, 512, device=dev) * 2.0 ** -80, "mxfp4")
+    expect(q.scale2.tolist() == [0.0], "mxfp4: weights near 2^-80 get the range flag 0")
 
     for fmt in ["nvfp4", "mxfp4", "nf4", "nf4_dq"]:
         for dt in (torch.bfloat16, torch.float16):
