@@ -93,8 +93,9 @@ __global__ void __launch_bounds__(256) amax_kernel(const T* x, int64_t n8, unsig
   if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
 }
 
-// MXFP4: the range flag before the quantize kernel clears it (Note [MXFP4 range flag] in gemv_kernel.cuh).
-__global__ void mxfp4_flag_init_kernel(float* scale2) { scale2[0] = 1.0f; }
+// MXFP4: the range flag at its top level before the quantize kernel lowers it (Note [MXFP4 range flag] in
+// gemv_kernel.cuh).
+__global__ void mxfp4_flag_init_kernel(float* scale2) { scale2[0] = kMxfp4FoldF16; }
 
 // scale2[0] held the amax; replace it by the NVFP4 per-tensor scale.
 __global__ void nvfp4_finalize_kernel(float* scale2) { scale2[0] = nvfp4_global(scale2[0]); }
@@ -230,14 +231,14 @@ struct ChunkAt {
 // kStraight: the scale store is one predicated instruction (a straight-line step, Note [Clean
 // blocks]); else a branch, as before (the predicated store in the general path took the NVFP4
 // row-tile kernel from 72 to 80 registers and measured ~1.5 % slower).
-// Returns (MXFP4) whether the lane's block is in the tensor and does not fold (mxfp4_block_folds: the
-// range flag, Note [MXFP4 range flag] in gemv_kernel.cuh; a block's lanes all see its byte, each its
-// own codes), else false.
+// Returns (MXFP4) the fold level of the lane's block as its lane sees it (mxfp4_fold_level: the range
+// flag, Note [MXFP4 range flag] in gemv_kernel.cuh; a block's lanes all see its byte, each its own codes,
+// so the least over its lanes is the block's), else, and past the tensor, the top level 2.
 template <Format F, Layout L, bool kStraight = false>
-__device__ __forceinline__ bool store_step(const ConvertParams& p, const ChunkAt& at, uint32_t w, uint32_t sc) {
+__device__ __forceinline__ uint32_t store_step(const ConvertParams& p, const ChunkAt& at, uint32_t w, uint32_t sc) {
   constexpr int LPB = block_size(F) / 8;
   const int lane = threadIdx.x & 31, u = lane & 7;
-  const bool miss = F == Format::mxfp4 && at.ok && !mxfp4_block_folds(sc, w);
+  const uint32_t level = F == Format::mxfp4 && at.ok ? mxfp4_fold_level(sc, w) : 2u;
   if constexpr (L == Layout::gemm) {  // byte t = u/2 of lanes src..src+3, by byte permutes
     const int src = (lane & ~7) + 4 * (u & 1), t = u >> 1;
     const uint32_t sel = static_cast<uint32_t>(t | ((t + 4) << 4));
@@ -251,19 +252,19 @@ __device__ __forceinline__ bool store_step(const ConvertParams& p, const ChunkAt
 #pragma unroll
     for (int b = 1; b < 8 / LPB; ++b) scw |= __shfl_down_sync(0xFFFFFFFFu, sc, b * LPB) << (8 * b);
   }
-  if (!at.ok) return false;  // whole chunks are valid or not
+  if (!at.ok) return level;  // whole chunks are valid or not
   *reinterpret_cast<uint32_t*>(p.codes + at.code + 4 * u) = w;  // bytes 4u..4u+3 of the chunk
   using S = std::conditional_t<chunk_scale_bytes(F) == 4, uint32_t, std::conditional_t<chunk_scale_bytes(F) == 2, uint16_t, uint8_t>>;
   if constexpr (kStraight) dev::st_global_if(u == 0, reinterpret_cast<S*>(p.scales + at.scale), static_cast<S>(scw));
   else if (u == 0) *reinterpret_cast<S*>(p.scales + at.scale) = static_cast<S>(scw);  // lane u == 0 stores them
-  return miss;
+  return level;
 }
 
 // One step (256 elements of a warp, 8 per lane) of a tile: scale, codes, stores; any block.
 template <Format F, Layout L>
-__device__ __forceinline__ bool quantize_step(const ConvertParams& p, const ChunkAt& at, const float (&v)[8],
-                                              BlockStat st, float s2, BlockDivisor d2, const uint8_t* nf4_base,
-                                              const float* nf4_mids) {
+__device__ __forceinline__ uint32_t quantize_step(const ConvertParams& p, const ChunkAt& at, const float (&v)[8],
+                                                  BlockStat st, float s2, BlockDivisor d2, const uint8_t* nf4_base,
+                                                  const float* nf4_mids) {
   float s;
   const uint32_t sc = block_scale_code_fast<F>(st, s2, d2, s);
   return store_step<F, L>(p, at, encode8_fast<F>(v, s, block_is_zero(st, s), nf4_base, nf4_mids), sc);
@@ -272,8 +273,8 @@ __device__ __forceinline__ bool quantize_step(const ConvertParams& p, const Chun
 // A step whose blocks are all clean (Note [Clean blocks]) and in the tensor (voted by the caller):
 // codes by quotient and stores, without a branch.
 template <Format F, Layout L, typename T>
-__device__ __forceinline__ bool clean_step(const ConvertParams& p, ChunkAt at, const Raw8<T>& raw, const ScaledBlock& b,
-                                           const uint8_t* nf4_base, const float* nf4_mids) {
+__device__ __forceinline__ uint32_t clean_step(const ConvertParams& p, ChunkAt at, const Raw8<T>& raw,
+                                               const ScaledBlock& b, const uint8_t* nf4_base, const float* nf4_mids) {
   float v[8];
   to_float8(raw, v);
   at.ok = true;
@@ -415,7 +416,7 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
     }
     return c;
   };
-  bool miss = false;  // MXFP4: a block of this lane's that does not fold (the range flag)
+  uint32_t level = 2;  // MXFP4: the least fold level of this lane's blocks (the range flag)
   for (int parity = 0; tile < tiles; tile += gridDim.x, parity ^= 1) {
     Raw8<T> cur[IT];
 #pragma unroll
@@ -457,14 +458,16 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
         ChunkPos32 p32{static_cast<uint32_t>(pos.row), static_cast<uint32_t>(pos.kc), static_cast<uint32_t>(kcpr)};
 #pragma unroll
         for (int i = 0; i < IT; ++i, p32.advance_once(4))
-          miss |= clean_step<F, L>(p, ChunkAt{0, p32.code(), p32.scale(CS), true}, cur[i], sb[i], nf4_base, nf4_mids);
+          level = min(level, clean_step<F, L>(p, ChunkAt{0, p32.code(), p32.scale(CS), true}, cur[i], sb[i], nf4_base,
+                                              nf4_mids));
       } else {
         ChunkPos ps = pos;
 #pragma unroll
         for (int i = 0; i < IT; ++i, ps.advance(4)) {
           float v[8];
           to_float8(cur[i], v);
-          miss |= quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, st[i], s2, d2, nf4_base, nf4_mids);
+          level = min(level, quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, st[i], s2, d2, nf4_base,
+                                                 nf4_mids));
         }
       }
     } else if constexpr (kRowTiles) {
@@ -479,13 +482,15 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       }
       if (__all_sync(0xFFFFFFFFu, clean)) {
 #pragma unroll
-        for (int i = 0; i < IT; ++i) miss |= clean_step<F, L>(p, row_tile_at(r, i), cur[i], sb[i], nf4_base, nf4_mids);
+        for (int i = 0; i < IT; ++i)
+          level = min(level, clean_step<F, L>(p, row_tile_at(r, i), cur[i], sb[i], nf4_base, nf4_mids));
       } else {
 #pragma unroll
         for (int i = 0; i < IT; ++i) {
           float v[8];
           to_float8(cur[i], v);
-          miss |= quantize_step<F, L>(p, row_tile_at(r, i), v, block_stat_lanes<LPB>(v), s2, d2, nf4_base, nf4_mids);
+          level = min(level, quantize_step<F, L>(p, row_tile_at(r, i), v, block_stat_lanes<LPB>(v), s2, d2, nf4_base,
+                                                 nf4_mids));
         }
       }
     } else {  // row-major steps in the linear layout
@@ -503,23 +508,25 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       if (straight) {
 #pragma unroll
         for (int i = 0; i < IT; ++i)  // the linear layout's offsets need no position
-          miss |= clean_step<F, L>(p, row_major_at(base + i * 256, pos), cur[i], sb[i], nf4_base, nf4_mids);
+          level = min(level, clean_step<F, L>(p, row_major_at(base + i * 256, pos), cur[i], sb[i], nf4_base, nf4_mids));
       } else {
         ChunkPos ps = pos;
 #pragma unroll
         for (int i = 0; i < IT; ++i, ps.advance(4)) {  // a warp step covers 4 chunks
           float v[8];
           to_float8(cur[i], v);
-          miss |= quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, block_stat_lanes<LPB>(v), s2, d2,
-                                      nf4_base, nf4_mids);
+          level = min(level, quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, block_stat_lanes<LPB>(v), s2,
+                                                 d2, nf4_base, nf4_mids));
         }
       }
     }
     if constexpr (!kRowTiles) pos.advance(stride_q, stride_r);
   }
-  // MXFP4: clear the range flag (set to 1 before this kernel) where a block does not fold
+  // MXFP4: lower the range flag (2 before this kernel) to this lane's level; non-negative floats order as
+  // their bits
   if constexpr (F == Format::mxfp4)
-    if (miss && p.scale2) p.scale2[0] = 0.0f;
+    if (level < 2 && p.scale2)
+      atomicMin(reinterpret_cast<int*>(p.scale2), __float_as_int(static_cast<float>(level)));
 }
 
 // Dequantise: one thread per 8 consecutive elements (4 linear code bytes), so that

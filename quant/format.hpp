@@ -224,9 +224,20 @@ VSTACK_HD float e8m0_value_sel(uint32_t b) {
 // M = 16 ran 3 % slower. tests/quant/test_format.cpp checks it against e8m0_value.
 // Whether an MXFP4 block folds exactly into bf16 (the decode kernels' Note [MXFP4 range flag]): its
 // E8M0 byte sc in 64..191 (bits 7 and 6 differ), or its codes (the block's 4-bit codes in any packing,
-// `codes`) all +-0. The tensor's range flag (scale2[0], FORMAT.md) is 1 when every block folds.
+// `codes`) all +-0 (bf16 e << 7 times 0: 0, or NaN for the NaN byte, as the decode).
 VSTACK_HD constexpr bool mxfp4_block_folds(uint32_t sc, uint32_t codes) {
   return ((sc ^ (sc << 1)) & 0x80u) != 0 || (codes & 0x77777777u) == 0;
+}
+// The same into f16: sc in 114..140 (E2M1 values times 2^-13..2^13 are normal f16), or a zero block (byte
+// 0, codes +-0: the kernel's f16 scale of byte 0 is 2; not the NaN byte, whose f16 scale would be finite).
+VSTACK_HD constexpr bool mxfp4_block_folds_f16(uint32_t sc, uint32_t codes) {
+  return (sc >= 114u && sc <= 140u) || (sc == 0u && (codes & 0x77777777u) == 0);
+}
+// The tensor's range flag (scale2[0], FORMAT.md) is the least of its blocks' levels: 2 folds into f16
+// (and so into bf16), 1 into bf16 only, 0 neither.
+inline constexpr float kMxfp4FoldF16 = 2.0f, kMxfp4FoldBf16 = 1.0f;
+VSTACK_HD constexpr uint32_t mxfp4_fold_level(uint32_t sc, uint32_t codes) {
+  return mxfp4_block_folds_f16(sc, codes) ? 2u : mxfp4_block_folds(sc, codes) ? 1u : 0u;
 }
 
 VSTACK_HD bool e8m0x4_special(uint32_t w) {

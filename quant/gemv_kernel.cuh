@@ -238,32 +238,40 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 }
 // Note [MXFP4 range flag]. The vote of the MXFP4 fold below costs 2.4 % at 4096x14336 M = 16 (H100,
 // docs/NOTES.md session 25), and every way of checking the bytes inside the loop cost as much. So the
-// check moves to where the scales are made: an MXFP4 tensor may carry one fp32 in scale2, 1 when every
-// block folds exactly (its byte in 64..191, or its codes all +-0: then the fold's bf16 scale 0 for byte 0
-// gives the same zero products), else 0 (FORMAT.md); vstack_fp4_quantize and the CPU reference write
-// it. A decode kernel given a 1 runs its loop without the vote (fold = std::true_type), anything else
-// (no scale2, 0, a value the caller left unset) with it. Chunks past K and tiles past N hold zero
-// scales and codes or rows that are never stored, as on the vote's path. A NaN block (byte 0xFF, zero
-// codes: FORMAT.md) folds to NaN (bf16 Inf * 0), as its decode. Measured (H100, 2026-11-24, bench_fp4.py,
-// 5 rotated rounds against the vote): MXFP4 M = 9, 12, 16 0.949-0.987 on the four bench shapes, geomean
-// with NVFP4's unchanged cells 0.983; 4096x14336 M = 16 74.8 -> 77.0 % of the read stream. The flag
-// costs the quantizer a one-thread kernel and a test per block: MXFP4 8192^2 bf16 76.3 -> 78-81 us.
+// check moves to where the scales are made: an MXFP4 tensor may carry one fp32 in scale2, the least of
+// its blocks' fold levels (FORMAT.md, mxfp4_fold_level): 2 where every block folds exactly into f16 (byte
+// in 114..140, or a zero block), 1 into bf16 (byte in 64..191, or codes all +-0: bf16 scale 0 for byte
+// 0 and Inf for the NaN byte give 0 and NaN, as the decode), else 0. vstack_fp4_quantize and the CPU
+// reference write it. A decode kernel whose x dtype the flag covers runs its loop without a check (fold
+// = std::true_type); anything else (no scale2, a lower level, a value the caller left unset) keeps bf16's
+// per-chunk vote and f16's fp32 path. Chunks past K and tiles past N hold zero scales and codes or rows
+// that are never stored, as on the vote's path. f16 has no vote: its range is narrower (E2M1 times
+// 2^-13..2^13 stays normal f16) and its scale is (e - 112) << 10, three instructions a pair.
+// Measured (H100, 2026-11-24, bench_fp4.py, 5 rotated rounds against the vote): MXFP4 bf16 M = 9, 12, 16
+// 0.949-0.987 on the four bench shapes, geomean with NVFP4's unchanged cells 0.983; 4096x14336 M = 16 74.8
+// -> 77.0 % of the read stream. The flag costs the quantizer a one-thread kernel and a test per block:
+// MXFP4 8192^2 bf16 76.3 -> 78-81 us.
 template <Format F, typename T, int MT>
-inline constexpr bool kFoldVote = F == Format::mxfp4 && MT == 2 && std::is_same_v<T, __nv_bfloat16>;
-// Whether the tensor's range flag lets every chunk fold (read once per thread: one uniform load).
+inline constexpr bool kFlagFold = F == Format::mxfp4 && MT == 2;
+// Whether the tensor's range flag lets every chunk fold for x of type T (read once per thread: one uniform
+// load).
 template <Format F, typename T, int MT>
 __device__ __forceinline__ bool all_fold(const GemmParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890  // the fold is sm_89+: the fp32 path either way below
-  if constexpr (kFoldVote<F, T, MT>) return p.scale2 != nullptr && __ldg(p.scale2) == 1.0f;
+  if constexpr (kFlagFold<F, T, MT>) {
+    if (!p.scale2) return false;
+    const float level = __ldg(p.scale2);
+    return level == kMxfp4FoldF16 || (std::is_same_v<T, __nv_bfloat16> && level == kMxfp4FoldBf16);
+  }
 #endif
   (void)p;
   return false;
 }
 // body(std::true_type{}) where every chunk folds, else body(std::false_type{}): two copies of the
-// caller's loop for the formats that vote, one for the others.
+// caller's loop for the formats that fold by the flag, one for the others.
 template <Format F, typename T, int MT, typename Body>
 __device__ __forceinline__ void with_fold(bool all, Body&& body) {
-  if constexpr (kFoldVote<F, T, MT>) {
+  if constexpr (kFlagFold<F, T, MT>) {
     if (all) {
       body(std::true_type{});
       return;
@@ -296,6 +304,16 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
       mma_scaled_steps<T, MT>(acc, bx, lo, hi, lookup, [&](int stp) { return sg[stp >> 1]; });
       return;
     }
+  }
+  if constexpr (F == Format::mxfp4 && MT == 2 && std::is_same_v<T, __half> && Fold::value) {  // the flag's f16 fold
+    // E8M0 bytes e in 114..140: f16 2^(e - 127) has exponent field e - 112 = (e + 16) mod 64, formed per half
+    // of the pair (e_g, e_g+8) as ((pair << 10) + (16 << 10)) & 0xFC00: the low half's carry and spill land in
+    // bits 16..19, which the high half's mask drops.
+    uint32_t sg[2] = {__byte_perm(s_a, s_b, 0x2420), __byte_perm(s_a, s_b, 0x2521)};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) sg[i] = ((sg[i] << 10) + 0x40004000u) & 0xFC00FC00u;
+    mma_scaled_steps<T, MT>(acc, bx, lo, hi, lookup, [&](int stp) { return sg[stp >> 1]; });
+    return;
   }
 #endif
   constexpr int G = block_size(F) / 16;  // k16 steps per scale

@@ -22,7 +22,7 @@ void quantize_linear(const float* x, int64_t n, QTensor& q) {
     scale2 = nvfp4_global(amax);
     q.scale2[0] = scale2;
   }
-  if constexpr (F == Format::mxfp4) q.scale2[0] = 1.0f;  // the range flag, cleared below by a block that does not fold
+  if constexpr (F == Format::mxfp4) q.scale2[0] = kMxfp4FoldF16;  // the range flag, lowered below by each block
   for (int64_t b = 0; b < blocks; ++b) {
     if constexpr (F == Format::nf4_dq) {
       if (b % kDqGroup == 0) {  // group scale from the group's largest finite absmax
@@ -46,7 +46,7 @@ void quantize_linear(const float* x, int64_t n, QTensor& q) {
       any |= cb[i] | cb[i + 1];
     }
     if constexpr (F == Format::mxfp4)
-      if (!mxfp4_block_folds(sc, any)) q.scale2[0] = 0.0f;
+      q.scale2[0] = std::min(q.scale2[0], static_cast<float>(mxfp4_fold_level(sc, any)));
     if constexpr (F == Format::nf4) std::memcpy(&q.scales[b * 4], &sc, 4);
     else q.scales[b] = static_cast<uint8_t>(sc);
   }

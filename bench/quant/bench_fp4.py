@@ -1,8 +1,9 @@
-"""FP4 benchmarks: quantize/dequantize GB/s and the dequant-GEMM against torch bf16 (cuBLAS), same run.
+"""FP4 benchmarks: quantize/dequantize GB/s and the dequant-GEMM against torch bf16 (cuBLAS), same run
+(or f16: --x-dtype f16, x, y and torch's matmul in f16).
 
 Usage: PYTHONPATH=python python3 bench/quant/bench_fp4.py [--quick] [--json OUT.json]
        [--formats nvfp4,...] [--shapes 8192x8192,...] [--m 1024,4096] [--no-convert] [--no-gemm]
-       [--convert-dtypes bf16,f16,f32]
+       [--convert-dtypes bf16,f16,f32] [--x-dtype bf16|f16]
 
 Method (see .library METHOD.md): every timing is the median of several CUDA-graph
 replays, each replay running R calls that cycle over enough weight copies to
@@ -148,6 +149,8 @@ def main():
     ap.add_argument("--no-gemm", action="store_true")
     ap.add_argument("--convert-dtypes", default="bf16,f16,f32",
                     help="input dtypes of the quantize (and output of the dequantize) benchmarks")
+    ap.add_argument("--x-dtype", default="bf16", choices=["bf16", "f16"],
+                    help="the GEMM's x (and y, bias-free) dtype; torch's matmul runs in the same dtype")
     args = ap.parse_args()
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)
@@ -179,10 +182,12 @@ def main():
         Ms = [int(v) for v in args.m.split(",")]
     if args.no_gemm:
         shapes = []
+    xdt = CONVERT_DTYPES[args.x_dtype]
+    res["x_dtype"] = args.x_dtype
     for N, K in shapes:
-        w = torch.randn(N, K, dtype=torch.bfloat16, device="cuda") * 0.02
-        ncopy_bf16 = max(2, -(-L2_FLUSH_BYTES // (N * K * 2)))
-        wts = [w.clone() for _ in range(ncopy_bf16)]
+        w = torch.randn(N, K, dtype=xdt, device="cuda") * 0.02
+        ncopy_w = max(2, -(-L2_FLUSH_BYTES // (N * K * 2)))
+        wts = [w.clone() for _ in range(ncopy_w)]
         qs = {}
         for fmt in formats:
             q = fp4.quantize(w, fmt)
@@ -190,16 +195,16 @@ def main():
             qs[fmt] = [fp4.FP4Tensor(q.codes.clone(), q.scales.clone(), q.scale2.clone(), q.fmt, q.layout, q.shape)
                        for _ in range(ncopy)]
         for M in Ms:
-            x = torch.randn(M, K, dtype=torch.bfloat16, device="cuda")
+            x = torch.randn(M, K, dtype=xdt, device="cuda")
             tb = bench_torch(M, N, K, wts, x)
-            row = {"N": N, "K": K, "M": M, "torch_bf16": tb}
-            line = f"N={N:5d} K={K:5d} M={M:4d} | torch bf16 {tb['us']:8.1f} us {tb['TFLOPS']:6.1f} TF"
+            row = {"N": N, "K": K, "M": M, f"torch_{args.x_dtype}": tb}
+            line = f"N={N:5d} K={K:5d} M={M:4d} | torch {args.x_dtype} {tb['us']:8.1f} us {tb['TFLOPS']:6.1f} TF"
             for fmt in formats:
                 r = bench_gemm(fmt, M, N, K, qs[fmt], x, hbm, hbm_read)
-                r["speedup_vs_bf16"] = tb["us"] / r["us"]
+                r["speedup_vs_torch"] = tb["us"] / r["us"]
                 row[fmt] = r
                 line += (f" | {fmt} {r['us']:7.1f} us {r['pct_read']:5.1f}%rd {r['pct_hbm']:5.1f}%cp"
-                         f" {r['TFLOPS']:6.1f} TF x{r['speedup_vs_bf16']:.2f}")
+                         f" {r['TFLOPS']:6.1f} TF x{r['speedup_vs_torch']:.2f}")
             print(line, flush=True)
             res["gemm"].append(row)
         del wts, qs

@@ -28,7 +28,7 @@ class FP4Linear(torch.nn.Module):
         cb, sb, s2 = fp4._sizes(f, fp4.LAYOUTS["gemm"], out_features, in_features)
         self.register_buffer("codes", torch.zeros(cb, dtype=torch.uint8, device=device))
         self.register_buffer("scales", torch.zeros(sb, dtype=torch.uint8, device=device))
-        # NVFP4's tensor scale 1; MXFP4's range flag 1 is true of the zero codes (quant/FORMAT.md)
+        # NVFP4's tensor scale 1; MXFP4's range flag 1 (bf16) is true of the zero codes (quant/FORMAT.md)
         self.register_buffer("scale2", torch.ones(s2, dtype=torch.float32, device=device))
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
 

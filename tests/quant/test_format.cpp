@@ -1,6 +1,7 @@
 // Reference FP4 formats: code tables, rounding, block encoders, error figures, edge cases.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -241,7 +242,7 @@ TEST_CASE("zeros", "[quant][edge]") {
     const uint8_t zc = static_cast<uint8_t>(zero_code(f) | (zero_code(f) << 4));
     for (uint8_t b : q.codes) CHECK(b == zc);
     for (uint8_t b : q.scales) CHECK(b == 0);
-    for (float s2 : q.scale2) CHECK(s2 == 1.0f);
+    for (float s2 : q.scale2) CHECK(s2 == (f == Format::mxfp4 ? kMxfp4FoldF16 : 1.0f));  // MXFP4: the range flag
     std::vector<float> y(x.size(), 1.0f);
     ref::dequantize(q, y.data());
     for (float v : y) CHECK(v == 0.0f);
@@ -326,23 +327,34 @@ TEST_CASE("NaN/Inf policy: the block's scale becomes NaN, other blocks unaffecte
 // Note [MXFP4 range flag] (quant/gemv_kernel.cuh): a block that mxfp4_block_folds says folds gives, for
 // each of its codes, a product of the code's E2M1 value and the bf16 scale e << 7 that is the block's
 // decoded value exactly, in bf16, and 0 or normal (every byte, every code; NaN for the NaN byte 0xFF
-// with +-0 codes, as the decode: Inf * 0). And the reference sets the flag exactly when every block of
-// the tensor folds, judged here from the stored bytes.
-TEST_CASE("MXFP4 range flag: 1 exactly when every block folds into bf16", "[quant][format]") {
+// with +-0 codes, as the decode: Inf * 0); one that mxfp4_block_folds_f16 says folds, the same with the
+// decode kernel's f16 scale ((e << 10) + (16 << 10)) & 0xFC00, in f16. And the reference's flag is the
+// least fold level of the tensor's blocks, judged here from the stored bytes.
+TEST_CASE("MXFP4 range flag: the least level at which every block folds", "[quant][format]") {
   for (uint32_t b = 0; b < 256; ++b)
     for (uint32_t c = 0; c < 16; ++c) {
-      if (!mxfp4_block_folds(b, c)) continue;
       INFO("byte " << b << " code " << c);
-      const float folded = ref::bf16_to_f32(static_cast<uint16_t>(b << 7)) * element_value(Format::mxfp4, c);
       const float want = decode<Format::mxfp4>(c, e8m0_value(b));
-      if (std::isnan(want)) {
-        CHECK(b == 0xFFu);
-        CHECK(std::isnan(folded));
-        continue;
+      const float v = element_value(Format::mxfp4, c);
+      if (mxfp4_block_folds(b, c)) {
+        const float folded = ref::bf16_to_f32(static_cast<uint16_t>(b << 7)) * v;
+        if (std::isnan(want)) {
+          CHECK(b == 0xFFu);
+          CHECK(std::isnan(folded));
+        } else {
+          CHECK(folded == want);
+          CHECK(ref::bf16_to_f32(ref::f32_to_bf16(folded)) == folded);
+          CHECK((folded == 0.0f || (std::abs(folded) >= std::ldexp(1.0f, -126) && std::isfinite(folded))));
+        }
       }
-      CHECK(folded == want);
-      CHECK(ref::bf16_to_f32(ref::f32_to_bf16(folded)) == folded);
-      CHECK((folded == 0.0f || (std::abs(folded) >= std::ldexp(1.0f, -126) && std::isfinite(folded))));
+      if (mxfp4_block_folds_f16(b, c)) {
+        CHECK(mxfp4_block_folds(b, c));  // the levels nest
+        const float folded = ref::f16_to_f32(static_cast<uint16_t>(((b << 10) + 0x4000u) & 0xFC00u)) * v;
+        CHECK(folded == want);
+        CHECK(ref::f16_to_f32(ref::f32_to_f16(folded)) == folded);
+        CHECK((folded == 0.0f || (std::abs(folded) >= std::ldexp(1.0f, -14) && std::abs(folded) <= 65504.0f)));
+      }
+      CHECK(mxfp4_fold_level(b, c) == (mxfp4_block_folds_f16(b, c) ? 2u : mxfp4_block_folds(b, c) ? 1u : 0u));
     }
   CHECK(mxfp4_block_folds(64, 5));
   CHECK(mxfp4_block_folds(191, 5));
@@ -350,6 +362,11 @@ TEST_CASE("MXFP4 range flag: 1 exactly when every block folds into bf16", "[quan
   CHECK_FALSE(mxfp4_block_folds(192, 5));
   CHECK_FALSE(mxfp4_block_folds(255, 1));
   CHECK(mxfp4_block_folds(0, 0x88888888u));  // +-0 codes fold at any byte
+  CHECK(mxfp4_block_folds_f16(114, 5));
+  CHECK(mxfp4_block_folds_f16(140, 5));
+  CHECK_FALSE(mxfp4_block_folds_f16(113, 5));
+  CHECK_FALSE(mxfp4_block_folds_f16(141, 5));
+  CHECK_FALSE(mxfp4_block_folds_f16(255, 0));  // the NaN block: f16's scale would be finite
   // tensors: N(0,1) rows, then one block of row 1 scaled or replaced
   std::mt19937_64 rng(11);
   std::normal_distribution<float> nd;
@@ -359,11 +376,13 @@ TEST_CASE("MXFP4 range flag: 1 exactly when every block folds into bf16", "[quan
     int first;
     float want;
   };
-  const Edit edits[] = {{"none", 1, 0, 64, 1},
+  const Edit edits[] = {{"none", 1, 0, 64, 2},
+                        {"2^-20: f16 no, bf16 yes", 0x1p-20f, 0, 64, 1},
+                        {"2^20: f16 no, bf16 yes", 0x1p20f, 0, 64, 1},
                         {"2^-70", 0x1p-70f, 0, 64, 0},
                         {"2^70", 0x1p70f, 0, 64, 0},
-                        {"zero block", 0, 0, 64, 1},
-                        {"2^-140: byte 0, zero codes", 0x1p-140f, 0, 64, 1},
+                        {"zero block", 0, 0, 64, 2},
+                        {"2^-140: byte 0, zero codes", 0x1p-140f, 0, 64, 2},
                         {"2^-126: byte 0", 0x1p-126f, 0, 64, 0},
                         {"NaN block: byte 0xFF, zero codes", 1, NAN, 64, 1},
                         {"one NaN: byte 0xFF, zero codes (FORMAT.md's NaN policy)", 1, NAN, 95, 1}};
@@ -377,14 +396,14 @@ TEST_CASE("MXFP4 range flag: 1 exactly when every block folds into bf16", "[quan
       REQUIRE(ref::quantize(x.data(), 4, 256, Format::mxfp4, l, q));
       REQUIRE(q.scale2.size() == 1);
       CHECK(q.scale2[0] == e.want);
-      bool all = true;  // from the stored bytes: element (n, k)'s block
+      uint32_t level = 2;  // from the stored bytes: element (n, k)'s block
       for (int64_t n = 0; n < 4; ++n)
         for (int64_t k = 0; k < 256; k += 32) {
           uint32_t codes = 0;
           for (int64_t j = 0; j < 32; ++j) codes |= ref::code_at(q, n, k + j);
-          all = all && mxfp4_block_folds(q.scales[scale_byte(Format::mxfp4, l, n, k, 256)], codes);
+          level = std::min(level, mxfp4_fold_level(q.scales[scale_byte(Format::mxfp4, l, n, k, 256)], codes));
         }
-      CHECK(q.scale2[0] == (all ? 1.0f : 0.0f));
+      CHECK(q.scale2[0] == static_cast<float>(level));
     }
   }
 }

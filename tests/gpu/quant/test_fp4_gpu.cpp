@@ -152,7 +152,7 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
   // reciprocal (block scale outside [2^-90, 2^90]) or the quotient underflows; and a row of exact ties.
   const int extreme_exp[9] = {-140, -126, -110, -95, -88, 0, 88, 95, 120};
   const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
-  int mx_flags[2] = {0, 0};  // MXFP4 tensors by range flag (scale2[0], compared below): both values occur
+  int mx_flags[3] = {0, 0, 0};  // MXFP4 tensors by range flag (scale2[0], compared below): every level occurs
   for (Format f : kFormats)
     for (Layout l : {Layout::linear, Layout::gemm})
       for (vstack_dtype_t dt : kDtypes)
@@ -192,11 +192,12 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
             const auto got = q.scale2->download<float>();
             REQUIRE(got.size() == want.scale2.size());
             CHECK(std::memcmp(got.data(), want.scale2.data(), got.size() * 4) == 0);
-            if (f == Format::mxfp4) ++mx_flags[want.scale2[0] == 1.0f];
+            if (f == Format::mxfp4) ++mx_flags[std::clamp(static_cast<int>(want.scale2[0]), 0, 2)];
           }
         }
-  CHECK(mx_flags[0] > 0);  // the rows of extreme exponents, the NaN / Inf blocks
-  CHECK(mx_flags[1] > 0);  // the others (with a zero block: {257, 1024})
+  CHECK(mx_flags[0] > 0);  // the rows of extreme exponents
+  CHECK(mx_flags[1] > 0);  // the NaN / Inf blocks ({100, 512})
+  CHECK(mx_flags[2] > 0);  // the others (with a zero block: {257, 1024})
 }
 
 long long fp4_test_rcp_mismatches();  // device_fns.cu
@@ -253,7 +254,7 @@ struct MatmulShape {
 // How check_matmul launches: on the legacy default stream, or captured into a CUDA graph on `stream`
 // (then both launches replay the one graph).
 // range_flag: MXFP4 is given its range flag (scale2, Note [MXFP4 range flag] in quant/gemv_kernel.cuh),
-// or scale2 NULL, so that the decode kernels vote per chunk.
+// or scale2 NULL, so that the decode kernels vote per chunk (bf16) or do not fold (f16).
 struct Launch {
   cudaStream_t stream = nullptr;
   bool graph = false;
@@ -275,9 +276,9 @@ double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with
   if (edit) edit(w);
   ref::QTensor q;
   REQUIRE(ref::quantize(w.data(), s.n, s.k, f, Layout::gemm, q));
-  // MXFP4's range flag: set for the usual spread (every byte in 64..191), so the decode kernels run
-  // without the vote unless how.range_flag is false
-  if (f == Format::mxfp4 && w_exp == 0 && !edit) CHECK(q.scale2.at(0) == 1.0f);
+  // MXFP4's range flag: 2 for the usual spread (every byte in 114..140), so the decode kernels fold
+  // without a check in both dtypes unless how.range_flag is false
+  if (f == Format::mxfp4 && w_exp == 0 && !edit) CHECK(q.scale2.at(0) == kMxfp4FoldF16);
   std::vector<float> wd(s.n * s.k);
   ref::dequantize(q, wd.data());
   std::normal_distribution<float> nd;
@@ -398,7 +399,7 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
         for (bool with_bias : {false, true}) {
           if (with_bias && s.m % 2 == 0) continue;  // bias on about half of the shapes
           double rel = check_matmul(s, f, dt, with_bias, rng);
-          if (f == Format::mxfp4 && dt == VSTACK_DTYPE_BF16 && s.m > 8 && s.m <= 16)  // the decode kernels' vote
+          if (f == Format::mxfp4 && s.m > 8 && s.m <= 16)  // the decode kernels without the flag
             rel = std::max(rel, check_matmul(s, f, dt, with_bias, rng, 0, 0, Launch{nullptr, false, false}));
           if (rel > worst_rel) {
             worst_rel = rel;
@@ -441,8 +442,9 @@ TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quan
   for (Format f : kFormats)
     for (const MatmulShape& s : shapes) {
       check_matmul(s, f, s.m == 9 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
-      if (f == Format::mxfp4 && s.m == 16)  // bf16 M = 16: the MXFP4 fold with its vote, too
-        check_matmul(s, f, VSTACK_DTYPE_BF16, false, rng, 0, 0, Launch{nullptr, false, false});
+      if (f == Format::mxfp4 && s.m > 8)  // M = 9 (f16), 16 (bf16): the MXFP4 decode without the flag, too
+        check_matmul(s, f, s.m == 9 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, false, rng, 0, 0,
+                     Launch{nullptr, false, false});
     }
 }
 
@@ -490,8 +492,10 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
         CHECK(want == (applies ? gx : 0));
         wide_cases += want > 0;
         check_matmul(s, f, s.m == 8 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
-        if (f == Format::mxfp4 && s.m > 8)  // bf16 M = 9..16: the MXFP4 fold with its vote, too
+        if (f == Format::mxfp4 && s.m > 8) {  // M = 9..16: MXFP4 without the flag (bf16's vote), and f16's fold
           check_matmul(s, f, VSTACK_DTYPE_BF16, s.m % 2 == 1, rng, 0, 0, Launch{nullptr, false, false});
+          check_matmul(s, f, VSTACK_DTYPE_F16, s.m % 2 == 1, rng);
+        }
       }
     }
   }
@@ -505,9 +509,10 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
 // cases above have only bytes in 64..191; here each wide instance gets blocks at the smallest scales (flag
 // 0: the vote, every chunk on the fp32 path, as the "smallest block scales" case, which is too small for a
 // wide instance), and one NaN block (NaN in exactly its column) and one all-zero block (scale byte 0) in
-// different row blocks among chunks that fold. Both of those have zero codes, so the flag stays 1: run with
-// it (every chunk folds, the NaN block's by bf16 Inf * 0) and without (the vote sends those two chunks down
-// the fp32 path). N ragged as in the case above.
+// different row blocks among chunks that fold. Both of those have zero codes, so the flag is 1 (bf16): run
+// with it (every chunk folds, the NaN block's by bf16 Inf * 0) and without (the vote sends those two chunks
+// down the fp32 path); f16 with the flag 1 takes its fp32 path, and with the zero block alone (flag 2) folds
+// every chunk, the zero block's by f16 2 * 0. N ragged as in the case above.
 TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][gemv-wide]") {
   std::mt19937_64 rng(fresh_seed());
   const WideSetting ws;
@@ -527,12 +532,19 @@ TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][ge
         edit(w);
         ref::QTensor q;
         REQUIRE(ref::quantize(w.data(), s.n, s.k, Format::mxfp4, Layout::gemm, q));
-        CHECK(q.scale2.at(0) == 1.0f);
+        CHECK(q.scale2.at(0) == kMxfp4FoldBf16);
         CHECK(q.scales[scale_byte(Format::mxfp4, Layout::gemm, nan_row, s.k / 2, s.k)] == 0xFF);
         CHECK(q.scales[scale_byte(Format::mxfp4, Layout::gemm, zero_row, 64, s.k)] == 0);
+        w[nan_row * s.k + s.k / 2 + 3] = 1.0f;
+        REQUIRE(ref::quantize(w.data(), s.n, s.k, Format::mxfp4, Layout::gemm, q));
+        CHECK(q.scale2.at(0) == kMxfp4FoldF16);
       }
       for (bool flag : {true, false})
         check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, Launch{nullptr, false, flag}, edit);
+      check_matmul(s, Format::mxfp4, VSTACK_DTYPE_F16, true, rng, 0, 0, {}, edit);
+      check_matmul(s, Format::mxfp4, VSTACK_DTYPE_F16, true, rng, 0, 0, {}, [&](std::vector<float>& w) {
+        for (int64_t c = 64; c < 96; ++c) w[zero_row * s.k + c] = 0.0f;
+      });
     }
   }
 }

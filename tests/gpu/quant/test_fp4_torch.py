@@ -55,10 +55,9 @@ def main():
             rc = lib.vstack_fp4_sizes(f, layout, rows, cols, *[ctypes.byref(v) for v in c])
             expect(rc == 0 and tuple(v.value for v in c) == fp4._sizes(f, layout, rows, cols),
                    f"{fmt} layout {layout} {rows}x{cols}: sizes {fp4._sizes(f, layout, rows, cols)} as the C API's")
-    q = fp4.quantize(torch.randn(256, 512, device=dev), "mxfp4")
-    expect(q.scale2.tolist() == [1.0], "mxfp4: N(0,1) weights get the range flag 1")
-    q = fp4.quantize(torch.randn(256, 512, device=dev) * 2.0 ** -80, "mxfp4")
-    expect(q.scale2.tolist() == [0.0], "mxfp4: weights near 2^-80 get the range flag 0")
+    for scale, level in [(1.0, 2.0), (2.0 ** -20, 1.0), (2.0 ** -80, 0.0)]:
+        q = fp4.quantize(torch.randn(256, 512, device=dev) * scale, "mxfp4")
+        expect(q.scale2.tolist() == [level], f"mxfp4: N(0,1) * {scale:g} gets the range flag {level}")
 
     for fmt in ["nvfp4", "mxfp4", "nf4", "nf4_dq"]:
         for dt in (torch.bfloat16, torch.float16):
