@@ -231,14 +231,15 @@ struct ChunkAt {
 // kStraight: the scale store is one predicated instruction (a straight-line step, Note [Clean
 // blocks]); else a branch, as before (the predicated store in the general path took the NVFP4
 // row-tile kernel from 72 to 80 registers and measured ~1.5 % slower).
-// Returns (MXFP4) the fold level of the lane's block as its lane sees it (mxfp4_fold_level: the range
-// flag, Note [MXFP4 range flag] in gemv_kernel.cuh; a block's lanes all see its byte, each its own codes,
-// so the least over its lanes is the block's), else, and past the tensor, the top level 2.
+// Returns (MXFP4) the lane's fold pair (mxfp4_fold_pair of mxfp4_fold_byte: the range flag, Note [MXFP4
+// range flag] in gemv_kernel.cuh; a block's lanes all see its byte, each its own codes, so the least over
+// its lanes is the block's), else, and past the tensor, that of byte 127 (level 2).
+inline constexpr uint32_t kFoldPairTop = mxfp4_fold_pair(127);
 template <Format F, Layout L, bool kStraight = false>
 __device__ __forceinline__ uint32_t store_step(const ConvertParams& p, const ChunkAt& at, uint32_t w, uint32_t sc) {
   constexpr int LPB = block_size(F) / 8;
   const int lane = threadIdx.x & 31, u = lane & 7;
-  const uint32_t level = F == Format::mxfp4 && at.ok ? mxfp4_fold_level(sc, w) : 2u;
+  const uint32_t fold = F == Format::mxfp4 && at.ok ? mxfp4_fold_pair(mxfp4_fold_byte(sc, w)) : kFoldPairTop;
   if constexpr (L == Layout::gemm) {  // byte t = u/2 of lanes src..src+3, by byte permutes
     const int src = (lane & ~7) + 4 * (u & 1), t = u >> 1;
     const uint32_t sel = static_cast<uint32_t>(t | ((t + 4) << 4));
@@ -252,12 +253,12 @@ __device__ __forceinline__ uint32_t store_step(const ConvertParams& p, const Chu
 #pragma unroll
     for (int b = 1; b < 8 / LPB; ++b) scw |= __shfl_down_sync(0xFFFFFFFFu, sc, b * LPB) << (8 * b);
   }
-  if (!at.ok) return level;  // whole chunks are valid or not
+  if (!at.ok) return fold;  // whole chunks are valid or not
   *reinterpret_cast<uint32_t*>(p.codes + at.code + 4 * u) = w;  // bytes 4u..4u+3 of the chunk
   using S = std::conditional_t<chunk_scale_bytes(F) == 4, uint32_t, std::conditional_t<chunk_scale_bytes(F) == 2, uint16_t, uint8_t>>;
   if constexpr (kStraight) dev::st_global_if(u == 0, reinterpret_cast<S*>(p.scales + at.scale), static_cast<S>(scw));
   else if (u == 0) *reinterpret_cast<S*>(p.scales + at.scale) = static_cast<S>(scw);  // lane u == 0 stores them
-  return level;
+  return fold;
 }
 
 // One step (256 elements of a warp, 8 per lane) of a tile: scale, codes, stores; any block.
@@ -416,7 +417,7 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
     }
     return c;
   };
-  uint32_t level = 2;  // MXFP4: the least fold level of this lane's blocks (the range flag)
+  uint32_t fold = kFoldPairTop;  // MXFP4: the range of this lane's blocks' fold bytes (the range flag)
   for (int parity = 0; tile < tiles; tile += gridDim.x, parity ^= 1) {
     Raw8<T> cur[IT];
 #pragma unroll
@@ -458,16 +459,16 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
         ChunkPos32 p32{static_cast<uint32_t>(pos.row), static_cast<uint32_t>(pos.kc), static_cast<uint32_t>(kcpr)};
 #pragma unroll
         for (int i = 0; i < IT; ++i, p32.advance_once(4))
-          level = min(level, clean_step<F, L>(p, ChunkAt{0, p32.code(), p32.scale(CS), true}, cur[i], sb[i], nf4_base,
-                                              nf4_mids));
+          fold = __vminu2(fold, clean_step<F, L>(p, ChunkAt{0, p32.code(), p32.scale(CS), true}, cur[i], sb[i],
+                                                 nf4_base, nf4_mids));
       } else {
         ChunkPos ps = pos;
 #pragma unroll
         for (int i = 0; i < IT; ++i, ps.advance(4)) {
           float v[8];
           to_float8(cur[i], v);
-          level = min(level, quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, st[i], s2, d2, nf4_base,
-                                                 nf4_mids));
+          fold = __vminu2(fold, quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, st[i], s2, d2,
+                                                    nf4_base, nf4_mids));
         }
       }
     } else if constexpr (kRowTiles) {
@@ -483,14 +484,14 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       if (__all_sync(0xFFFFFFFFu, clean)) {
 #pragma unroll
         for (int i = 0; i < IT; ++i)
-          level = min(level, clean_step<F, L>(p, row_tile_at(r, i), cur[i], sb[i], nf4_base, nf4_mids));
+          fold = __vminu2(fold, clean_step<F, L>(p, row_tile_at(r, i), cur[i], sb[i], nf4_base, nf4_mids));
       } else {
 #pragma unroll
         for (int i = 0; i < IT; ++i) {
           float v[8];
           to_float8(cur[i], v);
-          level = min(level, quantize_step<F, L>(p, row_tile_at(r, i), v, block_stat_lanes<LPB>(v), s2, d2, nf4_base,
-                                                 nf4_mids));
+          fold = __vminu2(fold, quantize_step<F, L>(p, row_tile_at(r, i), v, block_stat_lanes<LPB>(v), s2, d2,
+                                                    nf4_base, nf4_mids));
         }
       }
     } else {  // row-major steps in the linear layout
@@ -508,15 +509,16 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       if (straight) {
 #pragma unroll
         for (int i = 0; i < IT; ++i)  // the linear layout's offsets need no position
-          level = min(level, clean_step<F, L>(p, row_major_at(base + i * 256, pos), cur[i], sb[i], nf4_base, nf4_mids));
+          fold = __vminu2(fold,
+                          clean_step<F, L>(p, row_major_at(base + i * 256, pos), cur[i], sb[i], nf4_base, nf4_mids));
       } else {
         ChunkPos ps = pos;
 #pragma unroll
         for (int i = 0; i < IT; ++i, ps.advance(4)) {  // a warp step covers 4 chunks
           float v[8];
           to_float8(cur[i], v);
-          level = min(level, quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, block_stat_lanes<LPB>(v), s2,
-                                                 d2, nf4_base, nf4_mids));
+          fold = __vminu2(fold, quantize_step<F, L>(p, row_major_at(base + i * 256, ps), v, block_stat_lanes<LPB>(v),
+                                                    s2, d2, nf4_base, nf4_mids));
         }
       }
     }
@@ -524,9 +526,10 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
   }
   // MXFP4: lower the range flag (2 before this kernel) to this lane's level; non-negative floats order as
   // their bits
-  if constexpr (F == Format::mxfp4)
-    if (level < 2 && p.scale2)
-      atomicMin(reinterpret_cast<int*>(p.scale2), __float_as_int(static_cast<float>(level)));
+  if constexpr (F == Format::mxfp4) {
+    const uint32_t level = mxfp4_range_level(fold);
+    if (level < 2 && p.scale2) atomicMin(reinterpret_cast<int*>(p.scale2), __float_as_int(static_cast<float>(level)));
+  }
 }
 
 // Dequantise: one thread per 8 consecutive elements (4 linear code bytes), so that

@@ -239,6 +239,19 @@ inline constexpr float kMxfp4FoldF16 = 2.0f, kMxfp4FoldBf16 = 1.0f;
 VSTACK_HD constexpr uint32_t mxfp4_fold_level(uint32_t sc, uint32_t codes) {
   return mxfp4_block_folds_f16(sc, codes) ? 2u : mxfp4_block_folds(sc, codes) ? 1u : 0u;
 }
+// The quantize kernel's form of it: a block's fold byte, sc where its codes are not all +-0, else 127 where
+// such a block folds into f16 (byte 0, or 114..140) and 100 for any other (the NaN byte: bf16 only); the
+// levels are ranges of it that nest and hold 127 (f16 114..140, bf16 64..191), so the least level of a set
+// of blocks is the level of the range [min, max] of their fold bytes, and a lane keeps only (min, 255 - max)
+// as one u16x2 (min by __vminu2).
+VSTACK_HD constexpr uint32_t mxfp4_fold_byte(uint32_t sc, uint32_t codes) {
+  return (codes & 0x77777777u) != 0 ? sc : mxfp4_block_folds_f16(sc, 0) ? 127u : 100u;
+}
+VSTACK_HD constexpr uint32_t mxfp4_fold_pair(uint32_t fold_byte) { return fold_byte * 0xFFFF0001u + 0x00FF0000u; }
+VSTACK_HD constexpr uint32_t mxfp4_range_level(uint32_t pair) {  // pair = min of mxfp4_fold_pair per half
+  const uint32_t lo = pair & 0xFFFFu, hi = 255u - (pair >> 16);
+  return lo >= 114u && hi <= 140u ? 2u : lo >= 64u && hi <= 191u ? 1u : 0u;
+}
 
 VSTACK_HD bool e8m0x4_special(uint32_t w) {
   return ((((w - 0x01010101u) & ~w) | ((~w - 0x01010101u) & w)) & 0x80808080u) != 0;

@@ -247,10 +247,10 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // per-chunk vote and f16's fp32 path. Chunks past K and tiles past N hold zero scales and codes or rows
 // that are never stored, as on the vote's path. f16 has no vote: its range is narrower (E2M1 times
 // 2^-13..2^13 stays normal f16) and its scale is (e - 112) << 10, three instructions a pair.
-// Measured (H100, 2026-11-24, bench_fp4.py, 5 rotated rounds against the vote): MXFP4 bf16 M = 9, 12, 16
-// 0.949-0.987 on the four bench shapes, geomean with NVFP4's unchanged cells 0.983; 4096x14336 M = 16 74.8
-// -> 77.0 % of the read stream. The flag costs the quantizer a one-thread kernel and a test per block:
-// MXFP4 8192^2 bf16 76.3 -> 78-81 us.
+// Measured (H100, 2026-11-24, bench_fp4.py, rotated rounds): MXFP4 bf16 M = 9, 12, 16 0.949-0.987 against
+// the vote on the four bench shapes (4096x14336 M = 16 74.8 -> 77.0 % of the read stream); f16 0.948-0.970
+// against its fp32 path (72.5 -> 76.0 %). The flag costs the quantizer a one-thread kernel and a test per
+// block: MXFP4 8192^2 bf16 ~76 -> ~77-79 us.
 template <Format F, typename T, int MT>
 inline constexpr bool kFlagFold = F == Format::mxfp4 && MT == 2;
 // Whether the tensor's range flag lets every chunk fold for x of type T (read once per thread: one uniform

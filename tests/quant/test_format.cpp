@@ -356,6 +356,21 @@ TEST_CASE("MXFP4 range flag: the least level at which every block folds", "[quan
       }
       CHECK(mxfp4_fold_level(b, c) == (mxfp4_block_folds_f16(b, c) ? 2u : mxfp4_block_folds(b, c) ? 1u : 0u));
     }
+  // the quantize kernel's form: fold bytes, their (min, 255 - max) pairs kept by a per-half min
+  auto vmin2 = [](uint32_t a, uint32_t b) {
+    return std::min(a & 0xFFFFu, b & 0xFFFFu) | (std::min(a >> 16, b >> 16) << 16);
+  };
+  const uint32_t kinds[] = {0u, 0x88888888u, 1u, 0x70000000u};  // codes: +-0 only, or not
+  for (uint32_t b = 0; b < 256; ++b)
+    for (uint32_t c : kinds) {
+      INFO("byte " << b << " codes " << c);
+      const uint32_t pb = mxfp4_fold_pair(mxfp4_fold_byte(b, c));
+      CHECK(mxfp4_range_level(pb) == mxfp4_fold_level(b, c));
+      for (uint32_t b2 : {0u, 63u, 64u, 100u, 113u, 114u, 127u, 140u, 141u, 191u, 192u, 255u})
+        for (uint32_t c2 : kinds)
+          CHECK(mxfp4_range_level(vmin2(pb, mxfp4_fold_pair(mxfp4_fold_byte(b2, c2)))) ==
+                std::min(mxfp4_fold_level(b, c), mxfp4_fold_level(b2, c2)));
+    }
   CHECK(mxfp4_block_folds(64, 5));
   CHECK(mxfp4_block_folds(191, 5));
   CHECK_FALSE(mxfp4_block_folds(63, 5));
