@@ -70,7 +70,10 @@ VSTACK_API vstack_status_t vstack_fp4_dequantize(const vstack_fp4_tensor_t* q, v
  * kernel has finished (x, bias and y wait for it): w must not be written by a
  * kernel that triggers its dependents early (griddepcontrol.launch_dependents,
  * cudaTriggerProgrammaticLaunchCompletion) and directly precedes the matmul.
- * vstack's own kernels that write w (quantize) do not trigger early. */
+ * vstack's own kernels that write w (quantize) do not trigger early.
+ * MXFP4: where w->scale2 holds the range flag that vstack_fp4_quantize wrote (FORMAT.md), the m <= 16
+ * kernels fold the block scales into the weights without checking each chunk's bytes (bf16 x at flag
+ * 1 or 2, f16 x at 2); a flag above what the scales allow gives wrong products. */
 VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dtype_t dtype, int64_t m,
                                              const vstack_fp4_tensor_t* w, const void* bias, void* y, void* stream);
 

@@ -178,7 +178,11 @@ def _(x, codes, scales, scale2, fmt, n, k, bias):
 
 @dataclass
 class FP4Tensor:
-    """A quantised tensor: codes, scales, scale2 (device tensors) plus format, layout, shape."""
+    """A quantised tensor: codes, scales, scale2 (device tensors) plus format, layout, shape.
+
+    scale2 is NVFP4's tensor scale, NF4_DQ's group scales, MXFP4's range flag (quant/FORMAT.md: quantize
+    writes it; matmul trusts it, so rewrite it, or pass an empty scale2, after changing codes or scales by
+    hand) and empty for NF4."""
 
     codes: torch.Tensor
     scales: torch.Tensor
