@@ -181,7 +181,7 @@ vstack_status_t convert(bool quant, const void* data, vstack_dtype_t dtype, cons
                                                   : run_amax<__nv_bfloat16>(data, p.chunks, q->scale2, sms, st);
       if (e != cudaSuccess) return cuda_status(e, "amax kernel");
     }
-    if (f == Format::mxfp4 && q->scale2) {  // the range flag, cleared by the quantize kernel (FORMAT.md)
+    if (f == Format::mxfp4 && q->scale2) {  // the range flag, lowered by the quantize kernel (FORMAT.md)
       mxfp4_flag_init_kernel<<<1, 1, 0, st>>>(q->scale2);
       if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_status(e, "mxfp4 flag kernel");
     }

@@ -213,15 +213,6 @@ VSTACK_HD float e8m0_value_sel(uint32_t b) {
   return bits_f32(b == 0u ? 0x00400000u : b == kE8m0Nan ? kF32Nan : b << 23);
 }
 
-// Note [E8M0 pairs]. The decode kernel reads a chunk's four E8M0 bytes (rows g and g + 8, two blocks
-// each: lo, hi = the rows' 16-bit pairs) as one word w. For b in 1..254 the fp32 bits of 2^(b - 127)
-// are b << 23: a shift and a mask per byte. Whether any byte is 0x00 or 0xFF is one test on the word
-// (a zero byte of w or of ~w: (v - 0x01010101) & ~v & 0x80808080 is nonzero exactly then); only
-// such words take e8m0_value_sel per byte. Before: e8m0_value_sel per byte, 5 instructions each (two
-// compares, two selects, a shift). MXFP4 M = 1 (bench, H100, 2026-11-22, builds alternated twice in
-// one call): 8192^2 19.0-19.2 -> 18.7 us, 4096x14336 16.8-17.2 -> 16.6-16.7, the other cells within
-// +-1 %. The kernel uses it where it has one mma column tile: at two, ptxas spilled 16 bytes and
-// M = 16 ran 3 % slower. tests/quant/test_format.cpp checks it against e8m0_value.
 // Whether an MXFP4 block folds exactly into bf16 (the decode kernels' Note [MXFP4 range flag]): its
 // E8M0 byte sc in 64..191 (bits 7 and 6 differ), or its codes (the block's 4-bit codes in any packing,
 // `codes`) all +-0 (bf16 e << 7 times 0: 0, or NaN for the NaN byte, as the decode).
@@ -248,11 +239,22 @@ VSTACK_HD constexpr uint32_t mxfp4_fold_byte(uint32_t sc, uint32_t codes) {
   return (codes & 0x77777777u) != 0 ? sc : mxfp4_block_folds_f16(sc, 0) ? 127u : 100u;
 }
 VSTACK_HD constexpr uint32_t mxfp4_fold_pair(uint32_t fold_byte) { return fold_byte * 0xFFFF0001u + 0x00FF0000u; }
-VSTACK_HD constexpr uint32_t mxfp4_range_level(uint32_t pair) {  // pair = min of mxfp4_fold_pair per half
-  const uint32_t lo = pair & 0xFFFFu, hi = 255u - (pair >> 16);
-  return lo >= 114u && hi <= 140u ? 2u : lo >= 64u && hi <= 191u ? 1u : 0u;
+// The level of such a range: the lesser of its ends' (each as a block of nonzero codes), the levels being
+// nested intervals. pair = the min of mxfp4_fold_pair per half.
+VSTACK_HD constexpr uint32_t mxfp4_range_level(uint32_t pair) {
+  const uint32_t lo = mxfp4_fold_level(pair & 0xFFFFu, 1u), hi = mxfp4_fold_level(255u - (pair >> 16), 1u);
+  return lo < hi ? lo : hi;
 }
 
+// Note [E8M0 pairs]. The decode kernel reads a chunk's four E8M0 bytes (rows g and g + 8, two blocks
+// each: lo, hi = the rows' 16-bit pairs) as one word w. For b in 1..254 the fp32 bits of 2^(b - 127)
+// are b << 23: a shift and a mask per byte. Whether any byte is 0x00 or 0xFF is one test on the word
+// (a zero byte of w or of ~w: (v - 0x01010101) & ~v & 0x80808080 is nonzero exactly then); only
+// such words take e8m0_value_sel per byte. Before: e8m0_value_sel per byte, 5 instructions each (two
+// compares, two selects, a shift). MXFP4 M = 1 (bench, H100, 2026-11-22, builds alternated twice in
+// one call): 8192^2 19.0-19.2 -> 18.7 us, 4096x14336 16.8-17.2 -> 16.6-16.7, the other cells within
+// +-1 %. The kernel uses it where it has one mma column tile: at two, ptxas spilled 16 bytes and
+// M = 16 ran 3 % slower. tests/quant/test_format.cpp checks it against e8m0_value.
 VSTACK_HD bool e8m0x4_special(uint32_t w) {
   return ((((w - 0x01010101u) & ~w) | ((~w - 0x01010101u) & w)) & 0x80808080u) != 0;
 }

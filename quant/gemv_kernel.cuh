@@ -632,7 +632,7 @@ __global__ void __launch_bounds__(kGemvThreads, kGemvMinBlocks) fp4_gemv_kernel(
     for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
 
   // One chunk kc (of the slice): codes lo (row g) / hi (row g+8), raw scales s_a / s_b; n0: the tile's first row.
-  // fold: the MXFP4 fold without its vote (Note [MXFP4 range flag]) or with it.
+  // fold: the MXFP4 fold by the range flag, without a check (Note [MXFP4 range flag]), or not.
   auto compute = [&](auto fold, int kc, uint2 lo, uint2 hi, uint32_t s_a, uint32_t s_b, int n0) {
     gemv::chunk_mma<F, T, MT, XF>(acc, p, xs, xoff, g, kc_total, kc0, kc, lo, hi, s_a, s_b, n0, lookup, fold);
   };

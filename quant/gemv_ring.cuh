@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
   const int ti = warp / C, cw = warp % C;
   int slot = 0, phase = 0, par = 0;
   const uint8_t* sp = region_b;
-  // Two copies of the loop where MXFP4 votes: one without the vote (Note [MXFP4 range flag])
+  // Two copies of the loop where MXFP4 folds by the range flag: one without a check (Note [MXFP4 range flag])
   gemv::with_fold<F, T, MT>(gemv::all_fold<F, T, MT>(p), [&](auto fold) {
     for (int rb = blockIdx.x; rb < blocks; rb += gridDim.x, par ^= 1) {
       const int n0 = kGemvRows * (rb * G + ti);

@@ -523,9 +523,12 @@ TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][ge
       CHECK(ring_wide_tiles(s.m, s.n, s.k, Format::mxfp4, ws.sms, ws.forced) == (ws.forced != 0 ? gx : 0));
       check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, false, rng, -122, 100);
       const int64_t nan_row = n / 3, zero_row = n / 2 + 5;  // different row blocks
+      auto zero_block = [&](std::vector<float>& w) {
+        for (int64_t c = 64; c < 96; ++c) w[zero_row * s.k + c] = 0.0f;
+      };
       auto edit = [&](std::vector<float>& w) {
         w[nan_row * s.k + s.k / 2 + 3] = NAN;
-        for (int64_t c = 64; c < 96; ++c) w[zero_row * s.k + c] = 0.0f;
+        zero_block(w);
       };
       {
         std::vector<float> w(s.n * s.k, 1.0f);
@@ -542,9 +545,7 @@ TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][ge
       for (bool flag : {true, false})
         check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, Launch{nullptr, false, flag}, edit);
       check_matmul(s, Format::mxfp4, VSTACK_DTYPE_F16, true, rng, 0, 0, {}, edit);
-      check_matmul(s, Format::mxfp4, VSTACK_DTYPE_F16, true, rng, 0, 0, {}, [&](std::vector<float>& w) {
-        for (int64_t c = 64; c < 96; ++c) w[zero_row * s.k + c] = 0.0f;
-      });
+      check_matmul(s, Format::mxfp4, VSTACK_DTYPE_F16, true, rng, 0, 0, {}, zero_block);
     }
   }
 }
