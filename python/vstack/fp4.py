@@ -18,7 +18,7 @@ import torch
 
 from ._lib import check, lib
 
-__all__ = ["FORMATS", "FP4Tensor", "quantize", "dequantize", "matmul"]
+__all__ = ["FORMATS", "FP4Tensor", "quantize", "dequantize", "matmul", "mxfp4_range_flag"]
 
 FORMATS = {"nvfp4": 0, "mxfp4": 1, "nf4": 2, "nf4_dq": 3}
 LAYOUTS = {"linear": 0, "gemm": 1}
@@ -181,8 +181,8 @@ class FP4Tensor:
     """A quantised tensor: codes, scales, scale2 (device tensors) plus format, layout, shape.
 
     scale2 is NVFP4's tensor scale, NF4_DQ's group scales, MXFP4's range flag (quant/FORMAT.md: quantize
-    writes it; matmul trusts it, so rewrite it, or pass an empty scale2, after changing codes or scales by
-    hand) and empty for NF4."""
+    writes it; matmul trusts it, so rewrite it (mxfp4_range_flag), or pass an empty scale2, after changing
+    codes or scales by hand) and empty for NF4."""
 
     codes: torch.Tensor
     scales: torch.Tensor
@@ -235,3 +235,28 @@ def matmul(x: torch.Tensor, q: FP4Tensor, bias: Optional[torch.Tensor] = None) -
         raise ValueError("vstack.fp4.matmul: the weight must be a 2-D FP4Tensor in the GEMM layout")
     n, k = q.shape
     return torch.ops.vstack.fp4_matmul(x, q.codes, q.scales, q.scale2, q.fmt_id, n, k, bias)
+
+
+def mxfp4_range_flag(scales: torch.Tensor, rows: int, cols: int, layout: str = "gemm") -> torch.Tensor:
+    """MXFP4's range flag (scale2, quant/FORMAT.md) from the scale bytes alone: [2.0] where every block's
+    byte is in 114..140, [1.0] where every byte is in 64..191, else [0.0]. quantize also counts blocks of
+    zero codes as folding whatever their byte, so this may be lower than what it wrote, never higher: a
+    lower flag only costs speed. For scales changed by hand, and checkpoints saved without a flag.
+    scales: the uint8 scale bytes of a rows x cols tensor in `layout` (GEMM padding rows are skipped)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"vstack.fp4.mxfp4_range_flag: unknown layout {layout!r}")
+    _, sb, _ = _sizes(FORMATS["mxfp4"], LAYOUTS[layout], rows, cols)
+    if scales.dtype != torch.uint8 or scales.numel() != sb:
+        raise ValueError(f"vstack.fp4.mxfp4_range_flag: expected {sb} uint8 scale bytes for {rows}x{cols} "
+                         f"({layout}), got {scales.numel()} of {scales.dtype}")
+    b = scales.reshape(-1)
+    if layout == "gemm" and rows % 16:  # [tile][chunk][slot][2 blocks]; slot s holds row (s >> 1) + 8 (s & 1)
+        tiles = (rows + 15) // 16
+        slot = torch.arange(16, device=b.device)
+        row = torch.arange(tiles, device=b.device)[:, None] * 16 + (slot >> 1) + 8 * (slot & 1)
+        b = b.view(tiles, cols // 64, 16, 2).permute(0, 2, 1, 3)[row < rows]
+    if b.numel() == 0:
+        return torch.full((1,), 2.0, dtype=torch.float32, device=scales.device)
+    lo, hi = b.min().item(), b.max().item()
+    level = 2.0 if 114 <= lo and hi <= 140 else 1.0 if 64 <= lo and hi <= 191 else 0.0
+    return torch.full((1,), level, dtype=torch.float32, device=scales.device)

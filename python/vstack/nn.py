@@ -45,6 +45,15 @@ class FP4Linear(torch.nn.Module):
             mod.bias = linear.bias.detach().to(mod.bias.dtype).clone()
         return mod
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # An MXFP4 state_dict saved before scale2 carried the range flag has an empty scale2: take the flag
+        # from the scale bytes (a lower bound of quantize's, so never a wrong product)
+        key = prefix + "scale2"
+        s2, sc = state_dict.get(key), state_dict.get(prefix + "scales")
+        if self.fmt == "mxfp4" and s2 is not None and s2.numel() == 0 and sc is not None:
+            state_dict[key] = fp4.mxfp4_range_flag(sc, self.out_features, self.in_features)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def weight_fp4(self) -> fp4.FP4Tensor:
         return fp4.FP4Tensor(self.codes, self.scales, self.scale2, self.fmt, "gemm",
                              (self.out_features, self.in_features))

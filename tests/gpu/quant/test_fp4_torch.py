@@ -58,6 +58,28 @@ def main():
     for scale, level in [(1.0, 2.0), (2.0 ** -20, 1.0), (2.0 ** -80, 0.0)]:
         q = fp4.quantize(torch.randn(256, 512, device=dev) * scale, "mxfp4")
         expect(q.scale2.tolist() == [level], f"mxfp4: N(0,1) * {scale:g} gets the range flag {level}")
+        for layout, rows in [("gemm", 256), ("gemm", 200), ("linear", 200)]:  # 200: GEMM padding rows skipped
+            qq = fp4.quantize(torch.randn(rows, 512, device=dev) * scale, "mxfp4", layout=layout)
+            got = fp4.mxfp4_range_flag(qq.scales, rows, 512, layout).tolist()
+            expect(got == qq.scale2.tolist() == [level],
+                   f"mxfp4_range_flag {layout} {rows}x512, N(0,1) * {scale:g}: {got} as quantize's {level}")
+    # a zero row: quantize counts its blocks (byte 0, codes 0) as folding, the bytes alone cannot
+    wz = torch.randn(200, 512, device=dev)
+    wz[37] = 0
+    qz = fp4.quantize(wz, "mxfp4")
+    got = fp4.mxfp4_range_flag(qz.scales, 200, 512).tolist()
+    expect(qz.scale2.tolist() == [2.0] and got == [0.0], f"zero row: quantize's flag 2, the bytes' {got}")
+
+    # an MXFP4 FP4Linear saved before the flag (empty scale2) loads with the flag from its scale bytes
+    lin = torch.nn.Linear(512, 200, device=dev, dtype=torch.bfloat16)
+    m = vnn.FP4Linear.from_linear(lin, "mxfp4")
+    sd = {k: v.cpu() for k, v in m.state_dict().items()}
+    sd["scale2"] = torch.empty(0)
+    m2 = vnn.FP4Linear(512, 200, "mxfp4", device=dev)
+    m2.load_state_dict(sd)
+    x = torch.randn(16, 512, device=dev, dtype=torch.bfloat16)
+    expect(m2.scale2.tolist() == m.scale2.tolist() == [2.0] and torch.equal(m2(x), m(x)),
+           f"FP4Linear mxfp4: a state_dict without the flag loads with {m2.scale2.tolist()}, same output")
 
     for fmt in ["nvfp4", "mxfp4", "nf4", "nf4_dq"]:
         for dt in (torch.bfloat16, torch.float16):
