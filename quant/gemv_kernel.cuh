@@ -249,8 +249,8 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // 2^-13..2^13 stays normal f16) and its scale is (e - 112) << 10, three instructions a pair.
 // Measured (H100, 2026-11-24, bench_fp4.py, rotated rounds): MXFP4 bf16 M = 9, 12, 16 0.949-0.987 against
 // the vote on the four bench shapes (4096x14336 M = 16 74.8 -> 77.0 % of the read stream); f16 0.948-0.970
-// against its fp32 path (72.5 -> 76.0 %). The flag costs the quantizer a one-thread kernel and a test per
-// block: MXFP4 8192^2 bf16 ~76 -> ~77-79 us.
+// against its fp32 path (72.5 -> 76.0 %). The flag costs the quantizer a one-thread kernel and a fold byte
+// per block (mxfp4_fold_byte in format.hpp): MXFP4 8192^2 GEMM layout bf16 75.9-76.7 -> 79.1-79.8 us.
 template <Format F, typename T, int MT>
 inline constexpr bool kFlagFold = F == Format::mxfp4 && MT == 2;
 // Whether the tensor's range flag lets every chunk fold for x of type T (read once per thread: one uniform

@@ -255,8 +255,8 @@ def mxfp4_range_flag(scales: torch.Tensor, rows: int, cols: int, layout: str = "
         slot = torch.arange(16, device=b.device)
         row = torch.arange(tiles, device=b.device)[:, None] * 16 + (slot >> 1) + 8 * (slot & 1)
         b = b.view(tiles, cols // 64, 16, 2).permute(0, 2, 1, 3)[row < rows]
-    if b.numel() == 0:
-        return torch.full((1,), 2.0, dtype=torch.float32, device=scales.device)
-    lo, hi = b.min().item(), b.max().item()
-    level = 2.0 if 114 <= lo and hi <= 140 else 1.0 if 64 <= lo and hi <= 191 else 0.0
+    level = 2.0  # no blocks: nothing to lower it
+    if b.numel():
+        lo, hi = b.min().item(), b.max().item()
+        level = 2.0 if 114 <= lo and hi <= 140 else 1.0 if 64 <= lo and hi <= 191 else 0.0
     return torch.full((1,), level, dtype=torch.float32, device=scales.device)
