@@ -5,9 +5,16 @@ Usage: PYTHONPATH=python python3 bench/quant/bench_fp4.py [--quick] [--json OUT.
        [--formats nvfp4,...] [--shapes 8192x8192,...] [--m 1024,4096] [--no-convert] [--no-gemm]
        [--convert-dtypes bf16,f16,f32] [--x-dtype bf16|f16]
 
-Method (see .library METHOD.md): every timing is the median of several CUDA-graph
-replays, each replay running R calls that cycle over enough weight copies to
-exceed the L2 cache, so weights stream from HBM as in a real decode step.
+Method (see .library METHOD.md): calls are captured in CUDA graphs of R and 8R
+calls that cycle over enough weight copies to exceed the L2 cache, so weights
+stream from HBM as in a real decode step. Each replay is timed by events with a
+spin kernel in front (the GPU is busy while the host submits the events and the
+replay), and the time per call is the difference of the two graphs' median
+replay times over the 7R calls between them: the steady-state cost of one call
+among many, without the replay's own start. Until session 28 a call's time was
+one replay of R calls on an idle stream over R: that also counted the host's
+submission of the replay and its first launch, 6-11 us per replay (H200,
+bench/quant/timing_probe.py), 3-11 % of a decode call at R = 8-32.
 
 Two HBM references, both measured in the same run: a device-to-device copy
 (torch copy_, 1 GiB, bytes read + written) and a read-only stream (a Triton
@@ -33,9 +40,11 @@ import vstack.fp4 as fp4
 L2_FLUSH_BYTES = 256 << 20  # rotate over at least this many weight bytes (H100 L2: 50 MB)
 
 
-def graph_time(fn_list, reps=7, inner=None):
-    """Median seconds per call of the callables in fn_list (cycled), timed as graph replays."""
-    inner = inner or len(fn_list)
+SPIN_CYCLES = 2_000_000  # ~1 ms at 1.98 GHz (6 ms at idle clocks): longer than the host's submission
+
+
+def capture_graph(fn_list, inner):
+    """A CUDA graph of `inner` calls cycling over fn_list (after warm-up on a side stream)."""
     for f in fn_list[:2]:
         f()
     torch.cuda.synchronize()
@@ -51,16 +60,31 @@ def graph_time(fn_list, reps=7, inner=None):
             fn_list[i % len(fn_list)]()
     g.replay()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e-3 / inner)
-    del g
-    return statistics.median(times)
+    return g
+
+
+def replay_time(g):
+    """Seconds of one replay of g between two events, a spin kernel holding the stream before them."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(SPIN_CYCLES)
+    a.record()
+    g.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1e-3
+
+
+def graph_time(fn_list, reps=7, inner=None):
+    """Steady-state seconds per call of the callables in fn_list (cycled): the difference of the median
+    replay times of graphs of 8 * inner and inner calls, over the 7 * inner calls between them."""
+    inner = inner or len(fn_list)
+    short, long_ = capture_graph(fn_list, inner), capture_graph(fn_list, 8 * inner)
+    t1, t8 = [], []
+    for _ in range(reps):  # alternated, so drifts of clock or temperature reach both
+        t1.append(replay_time(short))
+        t8.append(replay_time(long_))
+    del short, long_
+    return (statistics.median(t8) - statistics.median(t1)) / (7 * inner)
 
 
 def copy_bandwidth():
