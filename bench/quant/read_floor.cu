@@ -1,18 +1,28 @@
-// Size-matched read floor for the decode-regime FP4 GEMM: how fast can any kernel merely READ the
-// bytes a decode step reads (NVFP4 codes + scales of the bench shapes), timed exactly as
-// bench_fp4.py times the GEMM (a CUDA graph of back-to-back calls cycling over >= 256 MB of
-// buffer copies, median of 9 replays)? The GEMM cannot beat it: where the floor itself is below
-// a bandwidth bar, that bar is out of reach for the shape.
+// Size-matched read floor for the decode-regime FP4 GEMM: how fast can a kernel merely READ the
+// bytes a decode step reads (NVFP4 codes + scales of the bench shapes), timed as bench_fp4.py times
+// the GEMM (CUDA graphs of back-to-back calls cycling over >= 256 MB of buffer copies)? Where even
+// the best of these read kernels is below a bandwidth bar, the GEMM's design would have to read
+// faster than all of them to meet it.
 //
 // Build and run (sm_90):
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/quant/read_floor.cu -o /tmp/read_floor
 //   /tmp/read_floor
 //
-// Variants of one read kernel (16-byte non-caching loads, 8 per thread in flight, each CTA a
-// contiguous share): "plain" (one 512-thread CTA per SM, or four), "pdl" (programmatic dependent
-// launch: the next call's CTAs launch early and wait in griddepcontrol.wait), "pdl+pf" (also an
-// L2 bulk prefetch of the first 25 / 50 % of the CTA's share before that wait). The best is the
-// floor. Prints µs, TB/s and % of the 1 GiB figure.
+// Two read kernels, each in variants:
+// - "ld": 16-byte non-caching loads, 8 per thread in flight, each CTA a contiguous share: "plain"
+//   (one 512-thread CTA per SM, or four), "pdl" (programmatic dependent launch: the next call's
+//   CTAs launch early and wait in griddepcontrol.wait), "pdl+pf" (also an L2 bulk prefetch of the
+//   first 25 / 50 / 100 % of the CTA's share before that wait).
+// - "bulk" (session 28): one thread per CTA keeps a ring of S slots of 16 KB filled by bulk copies
+//   (cp.async.bulk global -> shared, completing on an mbarrier), as the decode ring kernels' producer
+//   does; E of the slots are issued before griddepcontrol.wait, as the decode kernels load their
+//   first stages' weights early (Note [Early weights] in quant/gemv_plan.hpp). With S = 6 (96 KB) a
+//   CTA leaves room on its SM for the next call's CTA, which then starts its early slots while this
+//   call still runs; with S = 13 (208 KB, like the decode kernels' 227 KB) it cannot.
+// Two timing methods: "replay" (events around one replay of R = max(copies, 8) calls on an idle
+// stream, bench_fp4.py's method until session 28) and "steady" (a spin kernel before each start
+// event, and the difference of the replay times of graphs of 8R and R calls over 7R: bench_fp4.py's
+// method since). Prints µs per call, and for the best variant TB/s and % of the 1 GiB figure.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -70,9 +80,91 @@ __global__ void __launch_bounds__(512, 1) read_kernel(ReadArgs a) {
   if (acc == 0x9E3779B9u) a.sink[0] = 1;  // keeps the loads; practically never true
 }
 
-// Median µs per call of `inner` back-to-back launches (cycling over args) in a CUDA graph.
-static float graph_us(cudaLaunchConfig_t cfg, const std::vector<ReadArgs>& args, int inner, cudaStream_t s) {
-  auto launch = [&](int i) { CK(cudaLaunchKernelEx(&cfg, read_kernel, args[i % args.size()])); };
+constexpr unsigned kBulkPiece = 16384;  // bytes per bulk copy (a slot)
+
+struct BulkArgs {
+  const uint8_t* src;
+  size_t bytes;  // a multiple of 16
+  int* sink;
+  int pdl;
+  int slots;  // ring slots of kBulkPiece in dynamic shared memory (after 128 bytes of barriers)
+  int early;  // slots issued before griddepcontrol.wait
+};
+
+__device__ __forceinline__ void bulk_issue(uint32_t slot_addr, uint32_t bar, const uint8_t* src, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(slot_addr), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void bulk_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// One thread streams the CTA's contiguous share through the ring; a slot's piece is "read" when its
+// copy has completed (the bytes are in this SM's shared memory), and the slot is then reissued.
+__global__ void __launch_bounds__(32, 1) bulk_read_kernel(BulkArgs a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  if (threadIdx.x != 0) return;
+  const size_t per = ((a.bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
+  const size_t b = min(a.bytes, blockIdx.x * per), e = min(a.bytes, b + per);
+  const size_t pieces = (e - b + kBulkPiece - 1) / kBulkPiece;
+  const uint32_t bars = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t slots = bars + 128;
+  for (int i = 0; i < a.slots; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8 * i));
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  if (a.pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  auto issue = [&](size_t p) {
+    const size_t off = b + p * kBulkPiece;
+    const int slot = static_cast<int>(p % a.slots);
+    bulk_issue(slots + slot * kBulkPiece, bars + 8 * slot, a.src + off,
+               static_cast<unsigned>(min(size_t{kBulkPiece}, e - off)));
+  };
+  size_t issued = 0;
+  for (; issued < pieces && issued < static_cast<size_t>(a.early); ++issued) issue(issued);
+  if (a.pdl) asm volatile("griddepcontrol.wait;" ::: "memory");
+  for (; issued < pieces && issued < static_cast<size_t>(a.slots); ++issued) issue(issued);
+  uint32_t acc = 0;
+  for (size_t p = 0; p < pieces; ++p) {
+    const int slot = static_cast<int>(p % a.slots);
+    bulk_wait(bars + 8 * slot, static_cast<uint32_t>((p / a.slots) & 1));
+    acc ^= *reinterpret_cast<const uint32_t*>(smem + 128 + slot * kBulkPiece);
+    if (issued < pieces) issue(issued++);
+  }
+  if (acc == 0x9E3779B9u) a.sink[0] = 1;  // keeps the reads; practically never true
+}
+
+// Holds the stream for ~`cycles` SM cycles, so that the host has enqueued the timed work before the
+// start event completes (without it, an event recorded on an idle stream also times the host's
+// submission of the graph replay that follows it).
+__global__ void spin_kernel(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
+// Median µs of one replay of `ge`, with or without a spin kernel in front of the start event.
+static float replay_us(cudaGraphExec_t ge, cudaStream_t s, bool spin, cudaEvent_t e0, cudaEvent_t e1) {
+  if (spin) {
+    spin_kernel<<<1, 1, 0, s>>>(2000000);
+    CK(cudaGetLastError());
+  }
+  CK(cudaEventRecord(e0, s));
+  CK(cudaGraphLaunch(ge, s));
+  CK(cudaEventRecord(e1, s));
+  CK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  return ms * 1000.0f;
+}
+
+template <class Args>
+static cudaGraphExec_t capture(void (*kernel)(Args), cudaLaunchConfig_t cfg, const std::vector<Args>& args,
+                               int inner, cudaStream_t s) {
+  auto launch = [&](int i) { CK(cudaLaunchKernelEx(&cfg, kernel, args[i % args.size()])); };
   for (int i = 0; i < 2; ++i) launch(i);
   CK(cudaStreamSynchronize(s));
   cudaGraph_t g;
@@ -81,27 +173,45 @@ static float graph_us(cudaLaunchConfig_t cfg, const std::vector<ReadArgs>& args,
   CK(cudaStreamEndCapture(s, &g));
   cudaGraphExec_t ge;
   CK(cudaGraphInstantiate(&ge, g, 0));
+  CK(cudaGraphDestroy(g));
   CK(cudaGraphLaunch(ge, s));
   CK(cudaStreamSynchronize(s));
+  return ge;
+}
+
+static float median(std::vector<float> t) {
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// µs per call of back-to-back launches cycling over args, by the method: steady (the difference of
+// graphs of 8R and R calls, a spin kernel in front of each replay) or replay (one graph of R calls on
+// an idle stream, over R).
+template <class Args>
+static float graph_us(void (*kernel)(Args), cudaLaunchConfig_t cfg, const std::vector<Args>& args, int inner,
+                      cudaStream_t s, bool steady) {
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  std::vector<float> t;
-  for (int r = 0; r < 9; ++r) {
-    CK(cudaEventRecord(e0, s));
-    CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(e1, s));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1000.0f / inner);
+  cudaGraphExec_t g1 = capture(kernel, cfg, args, inner, s);
+  std::vector<float> t1, t8;
+  float us;
+  if (steady) {
+    cudaGraphExec_t g8 = capture(kernel, cfg, args, 8 * inner, s);
+    for (int r = 0; r < 9; ++r) {
+      t1.push_back(replay_us(g1, s, true, e0, e1));
+      t8.push_back(replay_us(g8, s, true, e0, e1));
+    }
+    CK(cudaGraphExecDestroy(g8));
+    us = (median(t8) - median(t1)) / (7 * inner);
+  } else {
+    for (int r = 0; r < 9; ++r) t1.push_back(replay_us(g1, s, false, e0, e1));
+    us = median(t1) / inner;
   }
-  std::sort(t.begin(), t.end());
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
+  CK(cudaGraphExecDestroy(g1));
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
-  return t[t.size() / 2];
+  return us;
 }
 
 int main() {
@@ -114,9 +224,10 @@ int main() {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   int* sink;
   CK(cudaMalloc(&sink, 4));
-  // 110 KB of (unused) shared memory per CTA: like the decode kernel, one CTA per SM plus room
-  // for one CTA of the next call (PDL).
+  // "ld": 110 KB of (unused) shared memory per CTA: one CTA per SM plus room for one CTA of the next
+  // call (PDL). "bulk": the ring's slots.
   CK(cudaFuncSetAttribute(read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 110 * 1024));
+  CK(cudaFuncSetAttribute(bulk_read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 128 + 13 * kBulkPiece));
   struct Size {
     const char* name;
     size_t bytes;
@@ -129,13 +240,21 @@ int main() {
                         {"8192x8192", 8192ull * 8192 / 2 + 8192ull * 8192 / 16}};
   struct Variant {
     const char* name;
-    int ctas_per_sm, smem_kb, pdl, pf_pct;
+    bool bulk;
+    int ctas_per_sm, smem_kb, pdl, pf_pct;  // ld
+    int slots, early;                       // bulk
   };
-  const Variant vs[] = {{"plain", 1, 110, 0, 0}, {"plain x4", 4, 0, 0, 0}, {"pdl", 1, 110, 1, 0},
-                        {"pdl+pf25", 1, 110, 1, 25}, {"pdl+pf50", 1, 110, 1, 50}};
-  std::printf("device: %s, %d SMs\n", prop.name, sms);
-  std::printf("%-12s %10s | %s\n", "bytes of", "MB", "us per call for: plain, plain x4, pdl, pdl+pf25, pdl+pf50 | floor");
-  double big = 0;
+  const Variant vs[] = {{"plain", false, 1, 110, 0, 0},      {"plain x4", false, 4, 0, 0, 0},
+                        {"pdl", false, 1, 110, 1, 0},        {"pdl+pf25", false, 1, 110, 1, 25},
+                        {"pdl+pf50", false, 1, 110, 1, 50},  {"pdl+pf100", false, 1, 110, 1, 100},
+                        {"bulk S13 E0", true, 1, 0, 1, 0, 13, 0}, {"bulk S13 E4", true, 1, 0, 1, 0, 13, 4},
+                        {"bulk S13 E13", true, 1, 0, 1, 0, 13, 13}, {"bulk S6 E0", true, 1, 0, 1, 0, 6, 0},
+                        {"bulk S6 E6", true, 1, 0, 1, 0, 6, 6}};
+  std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
+  std::printf("us per call, variants:");
+  for (const Variant& v : vs) std::printf(" %s,", v.name);
+  std::printf(" | floor\n");
+  double big[2] = {0, 0};
   for (const Size& sz : sizes) {
     const int copies = std::max<int>(2, static_cast<int>((size_t{256} << 20) / sz.bytes + 1));
     std::vector<void*> bufs(copies);
@@ -143,29 +262,43 @@ int main() {
       CK(cudaMalloc(&b, sz.bytes));
       CK(cudaMemset(b, 1, sz.bytes));
     }
-    std::printf("%-12s %10.2f |", sz.name, sz.bytes / 1e6);
-    float best = 1e30f;
-    for (const Variant& v : vs) {
-      cudaLaunchAttribute at{};
-      at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-      at.val.programmaticStreamSerializationAllowed = 1;
-      cudaLaunchConfig_t c{};
-      c.gridDim = dim3(static_cast<unsigned>(sms * v.ctas_per_sm));
-      c.blockDim = dim3(512);
-      c.dynamicSmemBytes = static_cast<size_t>(v.smem_kb) * 1024;
-      c.stream = s;
-      c.attrs = &at;
-      c.numAttrs = v.pdl ? 1 : 0;
-      const size_t n16 = sz.bytes / 16, per = (n16 + c.gridDim.x - 1) / c.gridDim.x;
-      std::vector<ReadArgs> args;
-      for (void* b : bufs) args.push_back(ReadArgs{static_cast<const uint4*>(b), n16, per * v.pf_pct / 100, sink, v.pdl});
-      const float us = graph_us(c, args, std::max(copies, 8), s);
-      best = std::min(best, us);
-      std::printf(" %8.2f", us);
+    for (int steady = 0; steady < 2; ++steady) {
+      std::printf("%-12s %8.2f MB %-7s|", sz.name, sz.bytes / 1e6, steady ? "steady" : "replay");
+      float best = 1e30f;
+      for (const Variant& v : vs) {
+        cudaLaunchAttribute at{};
+        at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at.val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t c{};
+        c.gridDim = dim3(static_cast<unsigned>(sms * v.ctas_per_sm));
+        c.stream = s;
+        c.attrs = &at;
+        c.numAttrs = v.pdl ? 1 : 0;
+        const int inner = std::max(copies, 8);
+        float us;
+        if (v.bulk) {
+          c.blockDim = dim3(32);
+          c.dynamicSmemBytes = 128 + static_cast<size_t>(v.slots) * kBulkPiece;
+          std::vector<BulkArgs> args;
+          for (void* b : bufs)
+            args.push_back(BulkArgs{static_cast<const uint8_t*>(b), sz.bytes, sink, v.pdl, v.slots, v.early});
+          us = graph_us(bulk_read_kernel, c, args, inner, s, steady);
+        } else {
+          c.blockDim = dim3(512);
+          c.dynamicSmemBytes = static_cast<size_t>(v.smem_kb) * 1024;
+          const size_t n16 = sz.bytes / 16, per = (n16 + c.gridDim.x - 1) / c.gridDim.x;
+          std::vector<ReadArgs> args;
+          for (void* b : bufs)
+            args.push_back(ReadArgs{static_cast<const uint4*>(b), n16, per * v.pf_pct / 100, sink, v.pdl});
+          us = graph_us(read_kernel, c, args, inner, s, steady);
+        }
+        best = std::min(best, us);
+        std::printf(" %7.2f", us);
+      }
+      const double tbs = sz.bytes / (best * 1e-6) / 1e12;
+      if (big[steady] == 0) big[steady] = tbs;
+      std::printf(" | %7.2f us %6.3f TB/s %5.1f %%\n", best, tbs, 100.0 * tbs / big[steady]);
     }
-    const double tbs = sz.bytes / (best * 1e-6) / 1e12;
-    if (big == 0) big = tbs;
-    std::printf(" | %8.2f us %6.3f TB/s %5.1f %%\n", best, tbs, 100.0 * tbs / big);
     for (void* b : bufs) CK(cudaFree(b));
   }
   return 0;
