@@ -63,10 +63,12 @@ def capture_graph(fn_list, inner):
     return g
 
 
-def replay_time(g):
-    """Seconds of one replay of g between two events, a spin kernel holding the stream before them."""
+def replay_time(g, spin=True):
+    """Seconds of one replay of g between two events, a spin kernel holding the stream before them (or, with
+    spin=False, the method before session 28: the events on an idle stream)."""
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(SPIN_CYCLES)
+    if spin:
+        torch.cuda._sleep(SPIN_CYCLES)
     a.record()
     g.replay()
     b.record()

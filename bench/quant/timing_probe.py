@@ -26,22 +26,12 @@ import torch
 import vstack.fp4 as fp4
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_fp4 import L2_FLUSH_BYTES, SPIN_CYCLES, capture_graph as capture  # noqa: E402
+from bench_fp4 import L2_FLUSH_BYTES, capture_graph as capture, replay_time  # noqa: E402
 
 
 def replay_seconds(g, spin, reps=9):
     """Median seconds of one replay of g between two events, with or without a spin kernel first."""
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if spin:
-            torch.cuda._sleep(SPIN_CYCLES)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e-3)
-    return statistics.median(times)
+    return statistics.median(replay_time(g, spin) for _ in range(reps))
 
 
 def four_ways(fns, inner):
