@@ -13,7 +13,7 @@ replay), and the time per call is the difference of the two graphs' median
 replay times over the 7R calls between them: the steady-state cost of one call
 among many, without the replay's own start. Until session 28 a call's time was
 one replay of R calls on an idle stream over R: that also counted the host's
-submission of the replay and its first launch, 6-11 us per replay (H200,
+submission of the replay and its first launch, 4-11 us per replay (H200,
 bench/quant/timing_probe.py), 3-11 % of a decode call at R = 8-32.
 
 Two HBM references, both measured in the same run: a device-to-device copy

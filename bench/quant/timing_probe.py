@@ -42,6 +42,13 @@ def four_ways(fns, inner):
     return {"A": ta / inner, "B": tb / inner, "C": tc / (8 * inner), "D": (tc - tb) / (7 * inner)}
 
 
+def row(name, fns, inner):
+    """Times fns the four ways and prints the cell's line."""
+    r = four_ways(fns, inner)
+    print(f"{name:32s} {inner:3d} | {r['A'] * 1e6:20.2f} {r['B'] * 1e6:6.2f} {r['C'] * 1e6:6.2f} "
+          f"{r['D'] * 1e6:6.2f} | {r['A'] / r['D']:.3f} {(r['A'] - r['D']) * inner * 1e6:8.2f}", flush=True)
+
+
 def main():
     torch.manual_seed(0)
     props = torch.cuda.get_device_properties(0)
@@ -61,20 +68,12 @@ def main():
         ncopy = max(2, -(-L2_FLUSH_BYTES // q.nbytes))
         qs = [fp4.FP4Tensor(q.codes.clone(), q.scales.clone(), q.scale2.clone(), q.fmt, q.layout, q.shape)
               for _ in range(ncopy)]
-        inner = max(ncopy, 8)
-        for name, fns in ((f"{fmt} {N}x{K} M={M}", [(lambda q=q: fp4.matmul(x, q)) for q in qs]),):
-            r = four_ways(fns, inner)
-            print(f"{name:32s} {inner:3d} | {r['A'] * 1e6:20.2f} {r['B'] * 1e6:6.2f} {r['C'] * 1e6:6.2f} "
-                  f"{r['D'] * 1e6:6.2f} | {r['A'] / r['D']:.3f} {(r['A'] - r['D']) * inner * 1e6:8.2f}", flush=True)
+        row(f"{fmt} {N}x{K} M={M}", [(lambda q=q: fp4.matmul(x, q)) for q in qs], max(ncopy, 8))
         del qs
         if M == 1:
             nw = max(2, -(-L2_FLUSH_BYTES // (N * K * 2)))
             wts = [w.clone() for _ in range(nw)]
-            fns = [(lambda w=w: torch.matmul(x, w.t())) for w in wts]
-            r = four_ways(fns, max(nw, 8))
-            print(f"{'torch bf16 ' + f'{N}x{K} M={M}':32s} {max(nw, 8):3d} | {r['A'] * 1e6:20.2f} {r['B'] * 1e6:6.2f} "
-                  f"{r['C'] * 1e6:6.2f} {r['D'] * 1e6:6.2f} | {r['A'] / r['D']:.3f} "
-                  f"{(r['A'] - r['D']) * max(nw, 8) * 1e6:8.2f}", flush=True)
+            row(f"torch bf16 {N}x{K} M={M}", [(lambda w=w: torch.matmul(x, w.t())) for w in wts], max(nw, 8))
             del wts
         torch.cuda.empty_cache()
 

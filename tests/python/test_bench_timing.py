@@ -107,7 +107,7 @@ def test_the_old_method_spread_the_replays_cost(bench):
     assert bench_fp4.replay_time(g) / 9 == pytest.approx((PER_CALL_MS + START_MS / 9) * 1e-3, rel=1e-9)
 
 
-def test_timing_probe_four_ways(bench):
+def test_timing_probe_four_ways(bench, capsys):
     _, dev = bench
     sys.modules.pop("timing_probe", None)
     import timing_probe
@@ -117,3 +117,11 @@ def test_timing_probe_four_ways(bench):
     assert r["B"] == pytest.approx((PER_CALL_MS + START_MS / 9) * 1e-3, rel=1e-9)
     assert r["C"] == pytest.approx((PER_CALL_MS + START_MS / 72) * 1e-3, rel=1e-9)
     assert r["D"] == pytest.approx(PER_CALL_MS * 1e-3, rel=1e-9)
+    timing_probe.row("cell", [dev.call], 9)  # the line: name, R | A B C D (us) | A / D, (A - D) * R (us)
+    _, times, tail = capsys.readouterr().out.split("|")
+    a, _, _, d = (float(v) for v in times.split())
+    ratio, spread = (float(v) for v in tail.split())
+    assert d == pytest.approx(PER_CALL_MS * 1e3, abs=0.01)
+    assert a == pytest.approx((PER_CALL_MS + (SUBMIT_MS + START_MS) / 9) * 1e3, abs=0.01)
+    assert spread == pytest.approx((SUBMIT_MS + START_MS) * 1e3, abs=0.01)
+    assert ratio == pytest.approx(a / d, abs=0.001)
