@@ -146,10 +146,12 @@ __global__ void spin_kernel(long long cycles) {
   }
 }
 
-// Median µs of one replay of `ge`, with or without a spin kernel in front of the start event.
+constexpr long long kSpinCycles = 2000000;  // ~1 ms at 1.98 GHz: longer than the host's submission
+
+// µs of one replay of `ge`, with or without a spin kernel in front of the start event.
 static float replay_us(cudaGraphExec_t ge, cudaStream_t s, bool spin, cudaEvent_t e0, cudaEvent_t e1) {
   if (spin) {
-    spin_kernel<<<1, 1, 0, s>>>(2000000);
+    spin_kernel<<<1, 1, 0, s>>>(kSpinCycles);
     CK(cudaGetLastError());
   }
   CK(cudaEventRecord(e0, s));
@@ -225,9 +227,8 @@ int main() {
   int* sink;
   CK(cudaMalloc(&sink, 4));
   // "ld": 110 KB of (unused) shared memory per CTA: one CTA per SM plus room for one CTA of the next
-  // call (PDL). "bulk": the ring's slots.
+  // call (PDL). "bulk": the ring's slots (set per variant below).
   CK(cudaFuncSetAttribute(read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 110 * 1024));
-  CK(cudaFuncSetAttribute(bulk_read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 128 + 13 * kBulkPiece));
   struct Size {
     const char* name;
     size_t bytes;
@@ -279,6 +280,8 @@ int main() {
         if (v.bulk) {
           c.blockDim = dim3(32);
           c.dynamicSmemBytes = 128 + static_cast<size_t>(v.slots) * kBulkPiece;
+          CK(cudaFuncSetAttribute(bulk_read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(c.dynamicSmemBytes)));
           std::vector<BulkArgs> args;
           for (void* b : bufs)
             args.push_back(BulkArgs{static_cast<const uint8_t*>(b), sz.bytes, sink, v.pdl, v.slots, v.early});
