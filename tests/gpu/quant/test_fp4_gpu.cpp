@@ -145,9 +145,11 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
   std::mt19937_64 rng(fresh_seed());
   struct Shape { int64_t rows, cols; };
   const Shape shapes[] = {{1, 64}, {3, 128}, {17, 192}, {1, 64 * 300}, {100, 512}, {257, 1024}, {64, 64 * 257}, {10, 512},
-                         {5, 8192}, {9, 4096}, {2, 16384}, {16 * 133 + 5, 2048}};
+                         {5, 8192}, {9, 4096}, {2, 16384}, {16 * 133 + 5, 2048}, {16 * 265 + 3, 4096}};
   // {5, 8192}, {9, 4096}, {2, 16384}: NF4_DQ groups of 2, 4 and 1 whole rows, the last group partial;
   // {16 * 133 + 5, 2048}: more tiles than CTAs in every format, and a partial last 16-row tile.
+  // {16 * 265 + 3, 4096}: 5-8 tiles a CTA on a 132-SM part (the persistent kernel's loop well past the
+  // tile it loads ahead), the last NF4_DQ group and 16-row tile partial.
   // {10, 512}: rows at the ends of the fp32 range, where the kernel divides instead of using the
   // reciprocal (block scale outside [2^-90, 2^90]) or the quotient underflows; and a row of exact ties.
   const int extreme_exp[9] = {-140, -126, -110, -95, -88, 0, 88, 95, 120};
