@@ -3,7 +3,8 @@
 read-only stream, and the ratio of each variant's median to the reference's, with the range of the
 per-run ratios (run i of a variant against run i of the reference, so a drift over the call shows).
 
-Input: a folder of `bench_fp4.py --json` files named <variant>_<run>.json (the variant is the name up to
+Input: a folder of `bench_fp4.py --json` files (their GEMM cells, and their quantize / dequantize cells in a
+second table) named <variant>_<run>.json (the variant is the name up to
 the first underscore). Run the variants in alternation (A B A B ..., three or more rounds) in one device
 call: two runs each proved unreliable (docs/NOTES.md, session 17).
 
@@ -21,14 +22,25 @@ import sys
 FORMATS = ("nvfp4", "mxfp4", "nf4", "nf4_dq")
 
 
-def load(folder):
-    """{(N, K, M, fmt): {variant: {run: (us, pct_read)}}} from the folder's JSON files."""
+CONVERT_KINDS = ("quantize", "quantize_linear", "dequantize")
+
+
+def load(folder, part="gemm"):
+    """From the folder's JSON files, part "gemm": {(N, K, M, fmt): {variant: {run: (us, pct_read)}}};
+    part "convert": {(kind, "fmt[/dtype]"): {variant: {run: (us, % of the copy)}}}, kind one of
+    CONVERT_KINDS (quantize: the GEMM layout)."""
     cells = {}
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
         name = os.path.basename(path)[: -len(".json")]
         variant, _, run = name.partition("_")
         with open(path) as f:
             res = json.load(f)
+        if part == "convert":
+            for cname, c in res.get("convert", {}).items():
+                for kind in CONVERT_KINDS:
+                    pct = 100 * c[kind + "_GBps"] / (res["copy_TBps"] * 1e3)
+                    cells.setdefault((kind, cname), {}).setdefault(variant, {})[run] = (c[kind + "_us"], pct)
+            continue
         for row in res.get("gemm", []):
             for fmt in FORMATS:
                 if fmt in row:
@@ -66,24 +78,35 @@ def main(argv=None):
     ap.add_argument("dir")
     ap.add_argument("--order", default=None, help="variants, the reference first (default: all, sorted)")
     a = ap.parse_args(argv)
-    cells = load(a.dir)
-    variants = sorted({v for c in cells.values() for v in c})
+    parts = {part: load(a.dir, part) for part in ("gemm", "convert")}
+    variants = sorted({v for cells in parts.values() for c in cells.values() for v in c})
     order = a.order.split(",") if a.order else variants
-    if not cells or order[0] not in variants:
+    if not variants or order[0] not in variants:
         print(f"compare: no runs of the reference '{order[0]}' in {a.dir} (variants: {variants})", file=sys.stderr)
         return 1
-    rows, geo = compare(cells, order)
     ref = order[0]
-    print(f"{'shape':>11s} {'M':>4s} {'format':7s} " + " ".join(f"{v + ' us':>10s} {'%read':>6s}" for v in order) +
-          "".join(f"  {v + ' / ' + ref:>20s}" for v in order[1:]))
-    for (n, k, m, fmt), med, ratios in rows:
-        line = f"{n:5d}x{k:<5d} {m:4d} {fmt:7s} "
-        line += " ".join(f"{med[v][0]:10.2f} {med[v][1]:6.1f}" if v in med else f"{'-':>10s} {'-':>6s}" for v in order)
-        for v in order[1:]:
-            line += f"  {ratios[v][0]:7.3f} ({ratios[v][1]:.2f}-{ratios[v][2]:.2f})" if v in ratios else f"  {'-':>20s}"
-        print(line)
-    for v, (g, n) in geo.items():
-        print(f"geometric mean {v} / {ref}: {g:.4f} over {n} cells")
+    # a table per part present: the GEMM cells (% of the read stream), then quantize / dequantize (% of the copy)
+    heads = {"gemm": f"{'shape':>11s} {'M':>4s} {'format':7s} ", "convert": f"{'kernel':15s} {'format':12s} "}
+    for part, cells in parts.items():
+        if not cells:
+            continue
+        rows, geo = compare(cells, order)
+        pct = "%read" if part == "gemm" else "%copy"
+        print(heads[part] + " ".join(f"{v + ' us':>10s} {pct:>6s}" for v in order) +
+              "".join(f"  {v + ' / ' + ref:>20s}" for v in order[1:]))
+        for key, med, ratios in rows:
+            if part == "gemm":
+                n, k, m, fmt = key
+                line = f"{n:5d}x{k:<5d} {m:4d} {fmt:7s} "
+            else:
+                line = f"{key[0]:15s} {key[1]:12s} "
+            line += " ".join(f"{med[v][0]:10.2f} {med[v][1]:6.1f}" if v in med else f"{'-':>10s} {'-':>6s}"
+                             for v in order)
+            for v in order[1:]:
+                line += f"  {ratios[v][0]:7.3f} ({ratios[v][1]:.2f}-{ratios[v][2]:.2f})" if v in ratios else f"  {'-':>20s}"
+            print(line)
+        for v, (g, n) in geo.items():
+            print(f"geometric mean {v} / {ref}: {g:.4f} over {n} {'cells' if part == 'gemm' else 'convert cells'}")
     return 0
 
 

@@ -52,3 +52,29 @@ def test_main_prints_a_row_per_cell(tmp_path, capsys):
     assert len(out) == 1 + 2 + 1  # header, two cells, one geometric mean
     assert "0.500" in out[1] or "0.500" in out[2]
     assert out[-1].startswith("geometric mean b / a: 0.7071 over 2 cells")
+
+
+def test_convert_cells_in_a_second_table(tmp_path, capsys):
+    # copy 2 TB/s; base quantizes nf4_dq in 80 us at 1600 GB/s (80 % of the copy), new in 72 us at 1778
+    for run in (1, 2, 3):
+        for variant, us in (("base", 80.0), ("new", 72.0)):
+            conv = {"nf4_dq": {"quantize_us": us, "quantize_GBps": 128e3 / us,
+                               "quantize_linear_us": 70.0, "quantize_linear_GBps": 128e3 / 70.0,
+                               "dequantize_us": 60.0, "dequantize_GBps": 128e3 / 60.0}}
+            with open(os.path.join(tmp_path, f"{variant}_{run}.json"), "w") as f:
+                json.dump({"copy_TBps": 2.0, "convert": conv, "gemm": []}, f)
+    cells = compare.load(str(tmp_path), "convert")
+    assert set(cells) == {(k, "nf4_dq") for k in compare.CONVERT_KINDS}
+    rows, geo = compare.compare(cells, ["base", "new"])
+    by_key = {key: (med, ratios) for key, med, ratios in rows}
+    med, ratios = by_key[("quantize", "nf4_dq")]
+    assert med["base"] == (80.0, 80.0) and math.isclose(med["new"][1], 100 * 128e3 / 72.0 / 2e3)
+    assert math.isclose(ratios["new"][0], 0.9)
+    assert math.isclose(by_key[("dequantize", "nf4_dq")][1]["new"][0], 1.0)
+    assert math.isclose(geo["new"][0], 0.9 ** (1 / 3)) and geo["new"][1] == 3
+    assert compare.load(str(tmp_path)) == {}  # no GEMM cells
+    assert compare.main([str(tmp_path), "--order", "base,new"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1 + 3 + 1  # the convert table only: header, three kernels, one geometric mean
+    quant = [line for line in out if line.startswith("quantize ")]
+    assert len(quant) == 1 and "0.900" in quant[0] and "80.0" in quant[0]
