@@ -40,6 +40,22 @@ import vstack.fp4 as fp4
 L2_FLUSH_BYTES = 256 << 20  # rotate over at least this many weight bytes (H100 L2: 50 MB)
 
 
+def l2_copies(nbytes):
+    """How many copies of nbytes to cycle over so that they exceed L2_FLUSH_BYTES (at least 2)."""
+    return max(2, -(-L2_FLUSH_BYTES // nbytes))
+
+
+def weight_copies(w):
+    """Copies of the dense weight w to cycle over (l2_copies)."""
+    return [w.clone() for _ in range(l2_copies(w.numel() * w.element_size()))]
+
+
+def fp4_copies(q):
+    """Copies of the FP4 weight q to cycle over (l2_copies)."""
+    return [fp4.FP4Tensor(q.codes.clone(), q.scales.clone(), q.scale2.clone(), q.fmt, q.layout, q.shape)
+            for _ in range(l2_copies(q.nbytes))]
+
+
 SPIN_CYCLES = 2_000_000  # ~1 ms at 1.98 GHz (6 ms at idle clocks): longer than the host's submission
 
 
@@ -212,14 +228,8 @@ def main():
     res["x_dtype"] = args.x_dtype
     for N, K in shapes:
         w = torch.randn(N, K, dtype=xdt, device="cuda") * 0.02
-        ncopy_w = max(2, -(-L2_FLUSH_BYTES // (N * K * 2)))
-        wts = [w.clone() for _ in range(ncopy_w)]
-        qs = {}
-        for fmt in formats:
-            q = fp4.quantize(w, fmt)
-            ncopy = max(2, -(-L2_FLUSH_BYTES // q.nbytes))
-            qs[fmt] = [fp4.FP4Tensor(q.codes.clone(), q.scales.clone(), q.scale2.clone(), q.fmt, q.layout, q.shape)
-                       for _ in range(ncopy)]
+        wts = weight_copies(w)
+        qs = {fmt: fp4_copies(fp4.quantize(w, fmt)) for fmt in formats}
         for M in Ms:
             x = torch.randn(M, K, dtype=xdt, device="cuda")
             tb = bench_torch(M, N, K, wts, x)

@@ -26,7 +26,7 @@ import torch
 import vstack.fp4 as fp4
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_fp4 import L2_FLUSH_BYTES, capture_graph as capture, replay_time  # noqa: E402
+from bench_fp4 import capture_graph as capture, fp4_copies, replay_time, weight_copies  # noqa: E402
 
 
 def replay_seconds(g, spin, reps=9):
@@ -64,16 +64,12 @@ def main():
     for N, K, M, fmt in cells:
         w = torch.randn(N, K, dtype=torch.bfloat16, device="cuda") * 0.02
         x = torch.randn(M, K, dtype=torch.bfloat16, device="cuda")
-        q = fp4.quantize(w, fmt)
-        ncopy = max(2, -(-L2_FLUSH_BYTES // q.nbytes))
-        qs = [fp4.FP4Tensor(q.codes.clone(), q.scales.clone(), q.scale2.clone(), q.fmt, q.layout, q.shape)
-              for _ in range(ncopy)]
-        row(f"{fmt} {N}x{K} M={M}", [(lambda q=q: fp4.matmul(x, q)) for q in qs], max(ncopy, 8))
+        qs = fp4_copies(fp4.quantize(w, fmt))
+        row(f"{fmt} {N}x{K} M={M}", [(lambda q=q: fp4.matmul(x, q)) for q in qs], max(len(qs), 8))
         del qs
         if M == 1:
-            nw = max(2, -(-L2_FLUSH_BYTES // (N * K * 2)))
-            wts = [w.clone() for _ in range(nw)]
-            row(f"torch bf16 {N}x{K} M={M}", [(lambda w=w: torch.matmul(x, w.t())) for w in wts], max(nw, 8))
+            wts = weight_copies(w)
+            row(f"torch bf16 {N}x{K} M={M}", [(lambda w=w: torch.matmul(x, w.t())) for w in wts], max(len(wts), 8))
             del wts
         torch.cuda.empty_cache()
 

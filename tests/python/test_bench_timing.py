@@ -125,3 +125,32 @@ def test_timing_probe_four_ways(bench, capsys):
     assert a == pytest.approx((PER_CALL_MS + (SUBMIT_MS + START_MS) / 9) * 1e3, abs=0.01)
     assert spread == pytest.approx((SUBMIT_MS + START_MS) * 1e3, abs=0.01)
     assert ratio == pytest.approx(a / d, abs=0.001)
+
+
+def test_copies_exceed_the_l2_flush(bench, monkeypatch):
+    bench_fp4, _ = bench
+    mib = 1 << 20
+    assert bench_fp4.l2_copies(bench_fp4.L2_FLUSH_BYTES) == 2  # never fewer than two
+    assert bench_fp4.l2_copies(mib) == bench_fp4.L2_FLUSH_BYTES // mib
+    assert bench_fp4.l2_copies(bench_fp4.L2_FLUSH_BYTES // 3 + 1) == 3  # rounded up
+
+    class Tensor:  # a dense weight of 2-byte elements, and an FP4 one, as bench_fp4 copies them
+        def __init__(self, numel):
+            self.n = numel
+
+        def numel(self):
+            return self.n
+
+        def element_size(self):
+            return 2
+
+        def clone(self):
+            return Tensor(self.n)
+
+    w = Tensor(8 * mib)  # 16 MiB
+    assert len(bench_fp4.weight_copies(w)) == bench_fp4.L2_FLUSH_BYTES // (16 * mib)
+    monkeypatch.setattr(bench_fp4.fp4, "FP4Tensor", lambda *a: a, raising=False)
+    q = types.SimpleNamespace(codes=Tensor(1), scales=Tensor(1), scale2=Tensor(1), fmt=0, layout=1, shape=(8, 64),
+                              nbytes=100 * mib)
+    copies = bench_fp4.fp4_copies(q)
+    assert len(copies) == 3 and all(c[3:] == (0, 1, (8, 64)) for c in copies)
