@@ -25,28 +25,32 @@ FORMATS = ("nvfp4", "mxfp4", "nf4", "nf4_dq")
 CONVERT_KINDS = ("quantize", "quantize_linear", "dequantize")
 
 
-def load(folder, part="gemm"):
-    """From the folder's JSON files, part "gemm": {(N, K, M, fmt): {variant: {run: (us, pct_read)}}};
-    part "convert": {(kind, "fmt[/dtype]"): {variant: {run: (us, % of the copy)}}}, kind one of
-    CONVERT_KINDS (quantize: the GEMM layout)."""
-    cells = {}
+def load_parts(folder):
+    """The folder's JSON files, read once, as {"gemm": {(N, K, M, fmt): {variant: {run: (us, pct_read)}}},
+    "convert": {(kind, "fmt[/dtype]"): {variant: {run: (us, % of the copy)}}}}, kind one of CONVERT_KINDS
+    (quantize: the GEMM layout)."""
+    parts = {"gemm": {}, "convert": {}}
     for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
         name = os.path.basename(path)[: -len(".json")]
         variant, _, run = name.partition("_")
         with open(path) as f:
             res = json.load(f)
-        if part == "convert":
-            for cname, c in res.get("convert", {}).items():
-                for kind in CONVERT_KINDS:
-                    pct = 100 * c[kind + "_GBps"] / (res["copy_TBps"] * 1e3)
-                    cells.setdefault((kind, cname), {}).setdefault(variant, {})[run] = (c[kind + "_us"], pct)
-            continue
+        for cname, c in res.get("convert", {}).items():
+            for kind in CONVERT_KINDS:
+                pct = 100 * c[kind + "_GBps"] / (res["copy_TBps"] * 1e3)
+                parts["convert"].setdefault((kind, cname), {}).setdefault(variant, {})[run] = (c[kind + "_us"], pct)
         for row in res.get("gemm", []):
             for fmt in FORMATS:
                 if fmt in row:
                     key = (row["N"], row["K"], row["M"], fmt)
-                    cells.setdefault(key, {}).setdefault(variant, {})[run] = (row[fmt]["us"], row[fmt]["pct_read"])
-    return cells
+                    cells = parts["gemm"].setdefault(key, {})
+                    cells.setdefault(variant, {})[run] = (row[fmt]["us"], row[fmt]["pct_read"])
+    return parts
+
+
+def load(folder, part="gemm"):
+    """One part of load_parts: "gemm" or "convert"."""
+    return load_parts(folder)[part]
 
 
 def compare(cells, order):
@@ -78,7 +82,7 @@ def main(argv=None):
     ap.add_argument("dir")
     ap.add_argument("--order", default=None, help="variants, the reference first (default: all, sorted)")
     a = ap.parse_args(argv)
-    parts = {part: load(a.dir, part) for part in ("gemm", "convert")}
+    parts = load_parts(a.dir)
     variants = sorted({v for cells in parts.values() for c in cells.values() for v in c})
     order = a.order.split(",") if a.order else variants
     if not variants or order[0] not in variants:
