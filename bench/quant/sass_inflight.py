@@ -21,7 +21,7 @@ import sys
 INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,6})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)\s*(.*?)\s*;")
 FUNC = re.compile(r"Function\s*:\s*(\S+)")
 REG = re.compile(r"\bR(\d+)\b")
-LOADS = ("LDG", "LDS", "LDSM", "LD.", "LDL")
+LOADS = ("LDG", "LDS", "LD.", "LDL")  # LDS covers LDSM; LDC (constants) matches none
 
 
 def load_width(op):
@@ -36,7 +36,7 @@ def load_width(op):
 
 
 def is_load(op):
-    return op.startswith(LOADS) and not op.startswith("LDGSTS") and not op.startswith("LDC")
+    return op.startswith(LOADS) and not op.startswith("LDGSTS")
 
 
 def is_copy(op, operands):
