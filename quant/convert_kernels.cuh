@@ -417,6 +417,7 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
     }
     return c;
   };
+  const int64_t whole_tiles = n / (NT * 8 * IT);  // row-major tiles below this index lie wholly in the tensor
   uint32_t fold = kFoldPairTop;  // MXFP4: the range of this lane's blocks' fold bytes (the range flag)
   for (int parity = 0; tile < tiles; tile += gridDim.x, parity ^= 1) {
     Raw8<T> cur[IT];
@@ -424,6 +425,7 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
     for (int i = 0; i < IT; ++i) cur[i] = next[i];
     if (tile + gridDim.x < tiles) fetch(tile + gridDim.x);
     const int64_t base = tile * (NT * 8 * IT) + lane_off;
+    const bool whole_tile = tile < whole_tiles;
     if constexpr (F == Format::nf4_dq) {  // the group (= this tile) scale first: all blocks' statistics
       BlockStat st[IT];
       float m = 0.0f;  // finite amax of the group = max of its blocks' finite amax
@@ -442,16 +444,17 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       s2 = nf4dq_group_scale(m);
       d2 = scale_divisor<F>(s2);
       if (threadIdx.x == 0) p.scale2[tile] = s2;
-      // Note [Clean blocks]: when every block of the warp's steps is clean and in the tensor, the
-      // steps are one straight-line block that the compiler interleaves (no branch per block).
+      // Note [Clean blocks]: when every block of the warp's steps is clean and the tile lies wholly in
+      // the tensor, the steps are one straight-line block that the compiler interleaves (no branch per
+      // block).
       ScaledBlock sb[IT];
       bool straight = false;
       if constexpr (quant_straight_steps<F, L>()) {
-        bool clean = kcpr >= 4 && p.chunks <= INT32_MAX;  // ChunkPos32's range
+        bool clean = whole_tile && kcpr >= 4 && p.chunks <= INT32_MAX;  // ChunkPos32's range
 #pragma unroll
         for (int i = 0; i < IT; ++i) {
           sb[i] = scaled_block<F>(st[i], s2, d2);
-          clean = clean && sb[i].clean && base + i * 256 < n;
+          clean = clean && sb[i].clean;
         }
         straight = __all_sync(0xFFFFFFFFu, clean);
       }
@@ -498,11 +501,11 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       ScaledBlock sb[IT];
       bool straight = false;
       if constexpr (quant_straight_steps<F, L>()) {  // Note [Clean blocks], as above
-        bool clean = true;
+        bool clean = whole_tile;
 #pragma unroll
         for (int i = 0; i < IT; ++i) {
           sb[i] = scaled_block<F>(block_stat_lanes<LPB>(cur[i]), s2, d2);
-          clean = clean && sb[i].clean && base + i * 256 < n;
+          clean = clean && sb[i].clean;
         }
         straight = __all_sync(0xFFFFFFFFu, clean);
       }

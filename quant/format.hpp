@@ -462,14 +462,39 @@ VSTACK_HD uint32_t nf4_bucket_base(int k) {
 }
 // The bucket of v (|v| <= 2): j4 = 4 * base[k] (the byte offset of mid[base[k]]) and v > mid.
 // base4: kNf4Buckets entries of 4 * nf4_bucket_base; mids: 16 entries of nf4_mid.
+// Note [Biased lookup]. The FMA's bits are kNf4BucketBits + k. The host masks k out of them;
+// the GPU reads base4 at the bits themselves, from base4's shared-memory address minus
+// kNf4BucketBits: 32-bit shared addresses wrap, so the sum is base4 + k and the mask is gone.
+// The bias comes from constant memory (kNf4BucketBias below): as a literal, ptxas splits it
+// into an add and the load's offset and the instruction comes back; as a uniform operand the
+// load is one LDS [R + UR]. With the predicated add of encode8_quotients, NF4 / NF4_DQ encode
+// an element in 10 instructions instead of 12: the NF4_DQ GEMM-layout bf16 quantize's
+// straight-line steps went from 542 to 481 SASS instructions a tile (H200, 8192² NF4_DQ
+// quantize 0.95-0.98x, NF4 0.91-0.96x; bench/RESULTS.md session 30). The device tables must
+// therefore be in shared memory. tests/gpu/quant checks every float on the GPU against
+// nf4_encode. (Reading one bucket low would be harmless: the bucket below holds the decision
+// point, if any, that v is above, and the compare adds it back; one bucket high is not.)
+inline constexpr uint32_t kNf4BucketBits = 0x4B400000u;  // f32_bits(0x1.8p23f + 64) - 64
+#if defined(__CUDACC__)
+static __constant__ uint32_t kNf4BucketBias = kNf4BucketBits;
+#endif
 struct Nf4Lookup {
   uint32_t j4;
   bool up;
 };
 VSTACK_HD Nf4Lookup nf4_lookup(float v, const uint8_t* base4, const float* mids) {
-  const uint32_t k = f32_bits(fma_rn(v, 32.0f, 0x1.8p23f + 64.0f)) & 0xFFu;
-  const uint32_t j4 = base4[k];
+  const uint32_t kb = f32_bits(fma_rn(v, 32.0f, 0x1.8p23f + 64.0f));  // kNf4BucketBits + k
+#if defined(__CUDA_ARCH__)
+  const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(base4)) - kNf4BucketBias + kb;
+  uint32_t j4;
+  float mid;
+  asm volatile("ld.shared.u8 %0, [%1];" : "=r"(j4) : "r"(at));
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(mid) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(mids)) + j4));
+  return {j4, v > mid};
+#else
+  const uint32_t j4 = base4[kb & 0xFFu];
   return {j4, v > *reinterpret_cast<const float*>(reinterpret_cast<const uint8_t*>(mids) + j4)};
+#endif
 }
 // nf4_encode for any v that is not NaN.
 VSTACK_HD uint32_t nf4_encode_fast(float v, const uint8_t* base4, const float* mids) {
@@ -493,7 +518,13 @@ VSTACK_HD uint32_t encode8_quotients(const float (&x)[8], BlockDivisor d, const 
 VSTACK_UNROLL
     for (int j = 0; j < 8; ++j) {
       const Nf4Lookup l = nf4_lookup(quotient<F>(x[j], d), nf4_base, nf4_mids);
-      w += (j == 0 ? l.j4 >> 2 : l.j4 << (4 * j - 2)) + (l.up ? 1u << (4 * j) : 0u);
+      w += j == 0 ? l.j4 >> 2 : l.j4 << (4 * j - 2);
+#if defined(__CUDA_ARCH__)  // a predicated add: nvcc makes the select below an add and a move
+      asm("{ .reg .pred p; setp.ne.u32 p, %1, 0; @p add.u32 %0, %0, %2; }"
+          : "+r"(w) : "r"(static_cast<uint32_t>(l.up)), "r"(1u << (4 * j)));
+#else
+      w += l.up ? 1u << (4 * j) : 0u;
+#endif
     }
   } else {
 VSTACK_UNROLL

@@ -203,9 +203,14 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
 }
 
 long long fp4_test_rcp_mismatches();  // device_fns.cu
+long long fp4_test_nf4_mismatches();
 
 TEST_CASE("rcp_rn_normal is 1 / s over the whole quotient range", "[gpu][quant]") {
   CHECK(fp4_test_rcp_mismatches() == 0);  // -1: a CUDA error
+}
+
+TEST_CASE("nf4_encode_fast on the GPU is nf4_encode for every float", "[gpu][quant]") {
+  CHECK(fp4_test_nf4_mismatches() == 0);  // -1: a CUDA error
 }
 
 TEST_CASE("dequantize is bit-identical to the reference", "[gpu][quant]") {
