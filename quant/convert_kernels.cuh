@@ -117,8 +117,9 @@ __global__ void nvfp4_finalize_kernel(float* scale2) { scale2[0] = nvfp4_global(
 // loads per lane) ran at 41-49 % of the copy bandwidth; coalesced loads with the reference's
 // per-element division and compare chains at 28-58 %, issue-bound; this kernel at 81-87 %
 // (NOTES.md); with the straight-line steps of Note [Clean blocks] (2026-11-24) the GEMM-layout
-// kernels at 84-103 %. H200 (2026-11-28, 2-byte inputs, GEMM layout): 78-93 % of its copy, 81-98 %
-// with Note [Biased lookup] (NF4 / NF4_DQ 10 SASS an element instead of 12).
+// kernels at 84-103 %. H200 (2026-11-28, 2-byte inputs, GEMM layout): 78-93 % of its copy; 81-99 %
+// (NF4_DQ 89 %, MXFP4 81-83 %) with Note [Biased lookup], block_stats' single vote, scale2_fast and
+// the whole-tile fetch (bench/RESULTS.md session 30).
 inline constexpr int kQuantIters = 4;
 template <Format F>
 constexpr int kQuantThreads = F == Format::nf4_dq ? 512 : 256;
@@ -148,7 +149,30 @@ __device__ __forceinline__ BlockStat block_stat_lanes(const float (&v)[8]) {
 // bf16/f16 orders like its bits with the sign cleared, and NaN/Inf are the patterns from
 // 0x7F80 (bf16) / 0x7C00 (f16) up, so the largest bits (two per register, sm_90 16x2 integer
 // max) give amax and the non-finite test without converting; a block with a NaN/Inf takes
-// the float path for its finite amax.
+// the float path for its finite amax (block_stat_fix, under a vote of the whole warp).
+template <int LPB, typename T>
+__device__ __forceinline__ BlockStat block_stat_bits(const Raw8<T>& r) {
+  static_assert(sizeof(T) == 2, "2-byte inputs");
+  constexpr uint32_t kInf = std::is_same_v<T, __nv_bfloat16> ? 0x7F80u : 0x7C00u;
+  const uint32_t a0 = r.w[0].x & 0x7FFF7FFFu, a1 = r.w[0].y & 0x7FFF7FFFu, a2 = r.w[0].z & 0x7FFF7FFFu,
+                 a3 = r.w[0].w & 0x7FFF7FFFu;
+  uint32_t m2 = __vmaxu2(__vimax3_u16x2(a0, a1, a2), a3);
+  uint32_t m = max(m2 >> 16, m2 & 0xFFFFu);
+#pragma unroll
+  for (int o = 1; o < LPB; o <<= 1) m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+  const uint16_t h = static_cast<uint16_t>(m);
+  return {dev::Dt<T>::to_f(*reinterpret_cast<const T*>(&h)), m >= kInf};
+}
+// The finite amax of a block with a NaN / Inf (st.bad); every lane of the warp calls it (shuffles).
+template <int LPB, typename T>
+__device__ __forceinline__ void block_stat_fix(const Raw8<T>& r, BlockStat& st) {
+  float v[8];
+  to_float8(r, v);
+  float f = block_stat(v).amax;
+#pragma unroll
+  for (int o = 1; o < LPB; o <<= 1) f = fmaxf(f, __shfl_xor_sync(0xFFFFFFFFu, f, o));
+  if (st.bad) st.amax = f;
+}
 template <int LPB, typename T>
 __device__ __forceinline__ BlockStat block_stat_lanes(const Raw8<T>& r) {
   if constexpr (sizeof(T) == 4) {
@@ -156,24 +180,31 @@ __device__ __forceinline__ BlockStat block_stat_lanes(const Raw8<T>& r) {
     to_float8(r, v);
     return block_stat_lanes<LPB>(v);
   } else {
-    constexpr uint32_t kInf = std::is_same_v<T, __nv_bfloat16> ? 0x7F80u : 0x7C00u;
-    const uint32_t a0 = r.w[0].x & 0x7FFF7FFFu, a1 = r.w[0].y & 0x7FFF7FFFu, a2 = r.w[0].z & 0x7FFF7FFFu,
-                   a3 = r.w[0].w & 0x7FFF7FFFu;
-    uint32_t m2 = __vmaxu2(__vimax3_u16x2(a0, a1, a2), a3);
-    uint32_t m = max(m2 >> 16, m2 & 0xFFFFu);
-#pragma unroll
-    for (int o = 1; o < LPB; o <<= 1) m = max(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-    const uint16_t h = static_cast<uint16_t>(m);
-    BlockStat st{dev::Dt<T>::to_f(*reinterpret_cast<const T*>(&h)), m >= kInf};
-    if (__any_sync(0xFFFFFFFFu, st.bad)) {  // rare: a block of this warp holds a NaN or +-Inf
-      float v[8];                           // (the whole warp shuffles; others keep their amax)
-      to_float8(r, v);
-      float f = block_stat(v).amax;
-#pragma unroll
-      for (int o = 1; o < LPB; o <<= 1) f = fmaxf(f, __shfl_xor_sync(0xFFFFFFFFu, f, o));
-      if (st.bad) st.amax = f;
-    }
+    BlockStat st = block_stat_bits<LPB>(r);
+    if (__any_sync(0xFFFFFFFFu, st.bad)) block_stat_fix<LPB>(r, st);  // rare: a NaN or +-Inf in the warp
     return st;
+  }
+}
+// The statistics of a tile's IT steps, with one vote for NaN / Inf over them all where the inputs are
+// 2-byte: a vote and branch a step kept the steps' shuffle chains apart. With scale2_fast (one range
+// test a tile or tensor instead of one a block) it took NF4_DQ's GEMM-layout quantize to 0.92x and
+// NVFP4's to 0.96-0.97x (H200, 8192², bench/RESULTS.md session 30), for ~11 fewer SASS a tile.
+template <int LPB, typename T, int IT>
+__device__ __forceinline__ void block_stats(const Raw8<T> (&r)[IT], BlockStat (&st)[IT]) {
+  if constexpr (sizeof(T) == 4) {
+#pragma unroll
+    for (int i = 0; i < IT; ++i) st[i] = block_stat_lanes<LPB>(r[i]);
+  } else {
+    bool bad = false;
+#pragma unroll
+    for (int i = 0; i < IT; ++i) {
+      st[i] = block_stat_bits<LPB>(r[i]);
+      bad = bad || st[i].bad;
+    }
+    if (__any_sync(0xFFFFFFFFu, bad)) {
+#pragma unroll
+      for (int i = 0; i < IT; ++i) block_stat_fix<LPB>(r[i], st[i]);
+    }
   }
 }
 
@@ -369,6 +400,7 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
     c.scale = r.scale + (8 * (i & 1) + (i >> 1)) * CS;  // slot steps: row_tile_slot_steps_ok
     return c;
   };
+  const int64_t whole_tiles = n / (NT * 8 * IT);  // row-major tiles below this index lie wholly in the tensor
   Raw8<T> next[IT];
   auto fetch = [&](int64_t tile) {
     if constexpr (kRowTiles) {
@@ -378,6 +410,10 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
         const ChunkAt c = row_tile_at(r, i);
         load_raw8(x + (c.ok ? c.elem : 0), c.ok, next[i]);
       }
+    } else if (tile < whole_tiles) {  // every step in the tensor: no bounds tests, no zero fill
+      const T* src = x + tile * (NT * 8 * IT) + lane_off;
+#pragma unroll
+      for (int i = 0; i < IT; ++i) load_raw8(src + i * 256, true, next[i]);
     } else {
       const int64_t base = tile * (NT * 8 * IT) + lane_off;
 #pragma unroll
@@ -397,6 +433,7 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
   float s2 = 1.0f;
   if constexpr (F == Format::nvfp4) s2 = nvfp4_global(__ldg(p.scale2));  // scale2[0] holds the tensor's amax here
   BlockDivisor d2 = scale_divisor<F>(s2);  // NF4_DQ: set per tile
+  const bool s2_fast = scale2_fast(s2, d2);  // NVFP4: the tensor's range test (Note [Clean blocks])
   // Row-major tiles in the GEMM layout: this lane's chunk position at step 0 of its tile, moved by
   // the grid stride per tile
   constexpr int64_t kCpt = quant_chunks_per_cta<F>();
@@ -418,7 +455,6 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
     }
     return c;
   };
-  const int64_t whole_tiles = n / (NT * 8 * IT);  // row-major tiles below this index lie wholly in the tensor
   uint32_t fold = kFoldPairTop;  // MXFP4: the range of this lane's blocks' fold bytes (the range flag)
   for (int parity = 0; tile < tiles; tile += gridDim.x, parity ^= 1) {
     Raw8<T> cur[IT];
@@ -429,12 +465,10 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
     const bool whole_tile = tile < whole_tiles;
     if constexpr (F == Format::nf4_dq) {  // the group (= this tile) scale first: all blocks' statistics
       BlockStat st[IT];
+      block_stats<LPB>(cur, st);
       float m = 0.0f;  // finite amax of the group = max of its blocks' finite amax
 #pragma unroll
-      for (int i = 0; i < IT; ++i) {
-        st[i] = block_stat_lanes<LPB>(cur[i]);
-        m = fmaxf(m, st[i].amax);
-      }
+      for (int i = 0; i < IT; ++i) m = fmaxf(m, st[i].amax);
 #pragma unroll
       for (int o = 8; o < 32; o <<= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
       if (lane == 0) red[parity][warp] = m;
@@ -451,10 +485,11 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       ScaledBlock sb[IT];
       bool straight = false;
       if constexpr (quant_straight_steps<F, L>()) {
+        const bool s2f = scale2_fast(s2, d2);  // Note [Clean blocks]: the group's range test
         bool clean = whole_tile && kcpr >= 4 && p.chunks <= INT32_MAX;  // ChunkPos32's range
 #pragma unroll
         for (int i = 0; i < IT; ++i) {
-          sb[i] = scaled_block<F>(st[i], s2, d2);
+          sb[i] = scaled_block<F>(st[i], s2, d2, s2f);
           clean = clean && sb[i].clean;
         }
         straight = __all_sync(0xFFFFFFFFu, clean);
@@ -479,10 +514,12 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       const RowTile r = row_tile(tile);
       // Note [Clean blocks], as for NF4_DQ above: every step's statistics and scales first
       ScaledBlock sb[IT];
+      BlockStat st[IT];
+      block_stats<LPB>(cur, st);
       bool clean = true;
 #pragma unroll
       for (int i = 0; i < IT; ++i) {
-        sb[i] = scaled_block<F>(block_stat_lanes<LPB>(cur[i]), s2, d2);
+        sb[i] = scaled_block<F>(st[i], s2, d2, s2_fast);
         clean = clean && sb[i].clean && row_tile_at(r, i).ok;
       }
       if (__all_sync(0xFFFFFFFFu, clean)) {
@@ -502,10 +539,12 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       ScaledBlock sb[IT];
       bool straight = false;
       if constexpr (quant_straight_steps<F, L>()) {  // Note [Clean blocks], as above
+        BlockStat st[IT];
+        block_stats<LPB>(cur, st);
         bool clean = whole_tile;
 #pragma unroll
         for (int i = 0; i < IT; ++i) {
-          sb[i] = scaled_block<F>(block_stat_lanes<LPB>(cur[i]), s2, d2);
+          sb[i] = scaled_block<F>(st[i], s2, d2, s2_fast);
           clean = clean && sb[i].clean;
         }
         straight = __all_sync(0xFFFFFFFFu, clean);

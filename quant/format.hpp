@@ -597,8 +597,9 @@ VSTACK_HD BlockDivisor scale_divisor(float scale2) {
 }
 
 // Note [Clean blocks]. The quantize kernel's straight-line path: a block is clean when it has
-// no NaN/Inf and its decode scale s is 0 or in the quotient range (and, for NVFP4 / NF4_DQ,
-// d2.fast), i.e. when encode8_fast would take its quotient loop or return the zero code. Then
+// no NaN/Inf and its decode scale s is 0 or in the quotient range (for NVFP4 / NF4_DQ: when
+// scale2 passes scale2_fast, which puts every s there, and d2.fast), i.e. when encode8_fast
+// would take its quotient loop or return the zero code. Then
 // its scale and codes need no branch: r = RN(1/s) by block_divisor, and a zero block (s = 0) gets
 // r = 0, so that its quotients are +-0 and encode8_quotients gives the zero code itself (NF4 7,
 // E2M1 0; the table indices stay in range). The kernel takes that path for a tile only when every
@@ -608,19 +609,37 @@ struct ScaledBlock {
   BlockDivisor d;  // decode scale s and r (0 for a zero block), for encode8_quotients
   bool clean;
 };
+// NVFP4 / NF4_DQ: s = e4m3_value(sc) * scale2, and E4M3's values are 0 and 2^-9..448, so with scale2 in
+// [2^-81, 2^81] every block's s is 0 or in [2^-90, 448 * 2^81], inside the quotient range: the blocks'
+// range tests become one test of scale2 (scale2_fast, once a tensor or group), and a block is clean
+// when it has no NaN / Inf. Outside that range of scale2 no block is clean (the general path).
+inline constexpr float kScale2FastMin = 0x1p-81f, kScale2FastMax = 0x1p81f;
+static_assert(kScale2FastMin * 0x1p-9f >= kQuotientMin && kScale2FastMax * 448.0f <= kQuotientMax, "s in range");
+VSTACK_HD bool scale2_fast(float scale2, BlockDivisor d2) {
+  return d2.fast && scale2 >= kScale2FastMin && scale2 <= kScale2FastMax;
+}
+// s2_fast: scale2_fast(scale2, d2) (NVFP4 / NF4_DQ; unused for the others).
 template <Format F>
-VSTACK_HD ScaledBlock scaled_block(BlockStat st, float scale2, BlockDivisor d2) {
+VSTACK_HD ScaledBlock scaled_block(BlockStat st, float scale2, BlockDivisor d2, bool s2_fast) {
   ScaledBlock b;
   float s;
   b.sc = block_scale_code_fast<F, true>(st, scale2, d2, s);
   // MXFP4's s is a power of two, zero only with NaN/Inf, which is never clean: no test (measured
   // 1.02-1.05x slower with it)
   const bool zero = F != Format::mxfp4 && block_is_zero(st, s);
-  b.d = block_divisor<F>(s);
+  if constexpr (F == Format::nvfp4 || F == Format::nf4_dq) {
+    b.d = {s, rcp_rn_normal(s), true};  // where clean, s is 0 (r = 0 below) or in the quotient range
+    b.clean = !st.bad && s2_fast;
+  } else {
+    b.d = block_divisor<F>(s);
+    b.clean = !st.bad && (zero || b.d.fast);
+  }
   if (zero) b.d.r = 0.0f;
-  b.clean = !st.bad && (zero || b.d.fast);
-  if constexpr (F == Format::nvfp4 || F == Format::nf4_dq) b.clean = b.clean && d2.fast;
   return b;
+}
+template <Format F>
+VSTACK_HD ScaledBlock scaled_block(BlockStat st, float scale2, BlockDivisor d2) {
+  return scaled_block<F>(st, scale2, d2, scale2_fast(scale2, d2));
 }
 
 // Encode a block: its stored scale (see block_scale_code) and its codes.
