@@ -297,3 +297,26 @@ TEST_CASE("scaled_block and encode8_quotients give the reference codes for every
   CHECK(clean > 500000);  // the test covers the path it is about
   CHECK(not_clean > 10000);
 }
+
+TEST_CASE("scale2_fast puts every NVFP4 / NF4_DQ block scale at 0 or in the quotient range", "[quant][fast]") {
+  // What scaled_block's one test of scale2 stands for (Note [Clean blocks]): s = e4m3_value(sc) * scale2 for
+  // every finite E4M3 code, at the range's ends and at scale2 spread over it.
+  std::vector<float> scale2s = {kScale2FastMin, kScale2FastMax, std::nextafter(kScale2FastMax, 0.0f), 1.0f};
+  std::mt19937 rng(29);
+  std::uniform_real_distribution<float> ex(-81.0f, 81.0f);
+  for (int i = 0; i < 2000; ++i) scale2s.push_back(std::exp2(ex(rng)));
+  int bad = 0, checked = 0;
+  for (float s2 : scale2s) {
+    REQUIRE(scale2_fast(s2, scale_divisor<Format::nf4_dq>(s2)));
+    for (uint32_t sc = 0; sc < 0x7F; ++sc) {  // 0x7F is the NaN code
+      const float s = e4m3_value(sc) * s2;
+      bad += sc == 0 ? s != 0.0f : !(s >= kQuotientMin && s <= kQuotientMax);
+      ++checked;
+    }
+  }
+  CHECK(checked == 127 * static_cast<int>(scale2s.size()));
+  CHECK(bad == 0);
+  // just outside the range scale2_fast says no, and the blocks take the general path
+  for (float s2 : {std::nextafter(kScale2FastMin, 0.0f), std::nextafter(kScale2FastMax, INFINITY)})
+    CHECK_FALSE(scale2_fast(s2, scale_divisor<Format::nf4_dq>(s2)));
+}
