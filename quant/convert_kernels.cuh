@@ -173,18 +173,6 @@ __device__ __forceinline__ void block_stat_fix(const Raw8<T>& r, BlockStat& st) 
   for (int o = 1; o < LPB; o <<= 1) f = fmaxf(f, __shfl_xor_sync(0xFFFFFFFFu, f, o));
   if (st.bad) st.amax = f;
 }
-template <int LPB, typename T>
-__device__ __forceinline__ BlockStat block_stat_lanes(const Raw8<T>& r) {
-  if constexpr (sizeof(T) == 4) {
-    float v[8];
-    to_float8(r, v);
-    return block_stat_lanes<LPB>(v);
-  } else {
-    BlockStat st = block_stat_bits<LPB>(r);
-    if (__any_sync(0xFFFFFFFFu, st.bad)) block_stat_fix<LPB>(r, st);  // rare: a NaN or +-Inf in the warp
-    return st;
-  }
-}
 // The statistics of a tile's IT steps, with one vote for NaN / Inf over them all where the inputs are
 // 2-byte: a vote and branch a step kept the steps' shuffle chains apart. With scale2_fast (one range
 // test a tile or tensor instead of one a block) it took NF4_DQ's GEMM-layout quantize to 0.92x and
@@ -193,7 +181,11 @@ template <int LPB, typename T, int IT>
 __device__ __forceinline__ void block_stats(const Raw8<T> (&r)[IT], BlockStat (&st)[IT]) {
   if constexpr (sizeof(T) == 4) {
 #pragma unroll
-    for (int i = 0; i < IT; ++i) st[i] = block_stat_lanes<LPB>(r[i]);
+    for (int i = 0; i < IT; ++i) {
+      float v[8];
+      to_float8(r[i], v);
+      st[i] = block_stat_lanes<LPB>(v);
+    }
   } else {
     bool bad = false;
 #pragma unroll
@@ -435,7 +427,7 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
   float s2 = 1.0f;
   if constexpr (F == Format::nvfp4) s2 = nvfp4_global(__ldg(p.scale2));  // scale2[0] holds the tensor's amax here
   BlockDivisor d2 = scale_divisor<F>(s2);  // NF4_DQ: set per tile
-  const bool s2_fast = scale2_fast(s2, d2);  // NVFP4: the tensor's range test (Note [Clean blocks])
+  bool s2_fast = scale2_fast(s2, d2);  // the tensor's (NVFP4) or group's (NF4_DQ) range test (Note [Clean blocks])
   // Row-major tiles in the GEMM layout: this lane's chunk position at step 0 of its tile, moved by
   // the grid stride per tile
   constexpr int64_t kCpt = quant_chunks_per_cta<F>();
@@ -480,6 +472,7 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       for (int w = 1; w < NT / 32; ++w) m = fmaxf(m, red[parity][w]);
       s2 = nf4dq_group_scale(m);
       d2 = scale_divisor<F>(s2);
+      s2_fast = scale2_fast(s2, d2);
       if (threadIdx.x == 0) p.scale2[tile] = s2;
       // Note [Clean blocks]: when every block of the warp's steps is clean and the tile lies wholly in
       // the tensor, the steps are one straight-line block that the compiler interleaves (no branch per
@@ -487,11 +480,10 @@ __global__ void __launch_bounds__(kQuantThreads<F>, kQuantMinCtas<F, T, L>) quan
       ScaledBlock sb[IT];
       bool straight = false;
       if constexpr (quant_straight_steps<F, L>()) {
-        const bool s2f = scale2_fast(s2, d2);  // Note [Clean blocks]: the group's range test
         bool clean = whole_tile && kcpr >= 4 && p.chunks <= INT32_MAX;  // ChunkPos32's range
 #pragma unroll
         for (int i = 0; i < IT; ++i) {
-          sb[i] = scaled_block<F>(st[i], s2, d2, s2f);
+          sb[i] = scaled_block<F>(st[i], s2, d2, s2_fast);
           clean = clean && sb[i].clean;
         }
         straight = __all_sync(0xFFFFFFFFu, clean);
