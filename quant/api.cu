@@ -1,5 +1,8 @@
 // The C API of quant/ (include/vstack/fp4.h): argument checks, then dispatch
 // to the kernel instantiation for (format, dtype, layout / tile config).
+// This TU quantizes on the GPU: the NF4 lookup's bias in constant memory (Note [Biased lookup]).
+#define VSTACK_NF4_LOOKUP_TU 1
+
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -474,8 +474,12 @@ VSTACK_HD uint32_t nf4_bucket_base(int k) {
 // therefore be in shared memory. tests/gpu/quant checks every float on the GPU against
 // nf4_encode. (Reading one bucket low would be harmless: the bucket below holds the decision
 // point, if any, that v is above, and the compare adds it back; one bucket high is not.)
+// The constant exists only in the translation units that quantize on the GPU, which define
+// VSTACK_NF4_LOOKUP_TU before their includes (quant/api.cu, tests/gpu/quant/device_fns.cu); elsewhere
+// nf4_lookup's device code is the host's masked form (correct, never called there). A module-level
+// __constant__ in every decode TU cost each of their launches ~0.1-0.2 us (docs/NOTES.md session 31).
 inline constexpr uint32_t kNf4BucketBits = 0x4B400000u;  // f32_bits(0x1.8p23f + 64) - 64
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) && defined(VSTACK_NF4_LOOKUP_TU)
 static __constant__ uint32_t kNf4BucketBias = kNf4BucketBits;
 #endif
 struct Nf4Lookup {
@@ -484,7 +488,7 @@ struct Nf4Lookup {
 };
 VSTACK_HD Nf4Lookup nf4_lookup(float v, const uint8_t* base4, const float* mids) {
   const uint32_t kb = f32_bits(fma_rn(v, 32.0f, 0x1.8p23f + 64.0f));  // kNf4BucketBits + k
-#if defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__) && defined(VSTACK_NF4_LOOKUP_TU)
   const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(base4)) - kNf4BucketBias + kb;
   uint32_t j4;
   float mid;
