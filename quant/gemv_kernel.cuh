@@ -251,14 +251,30 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // the vote on the four bench shapes (4096x14336 M = 16 74.8 -> 77.0 % of the read stream); f16 0.948-0.970
 // against its fp32 path (72.5 -> 76.0 %). The flag costs the quantizer a one-thread kernel and a fold byte
 // per block (mxfp4_fold_byte in format.hpp): MXFP4 8192^2 GEMM layout bf16 75.9-76.7 -> 79.1-79.8 us.
-template <Format F, typename T, int MT>
-inline constexpr bool kFlagFold = F == Format::mxfp4 && MT == 2;
+// Note [MXFP4 fold at M <= 8]. At MT = 1 the wide kernel's MXFP4 instances of GX >= kWideMxFoldMinGx fold
+// too, bf16 only and by the flag only (no vote; without the flag their fp32 path, as before); GX = 0: any
+// other kernel. In the fp32 path every chunk decodes four E8M0 scales (~10 SASS with the NaN and zero
+// selects) and adds 8 FFMA, and the GX = 7 instance (14336x4096) spilled 28 bytes; the fold's loop is
+// ~71 SASS a tile-chunk against ~97 there, with no spill. Its cost is the chain: the chunk's four mma
+// accumulate into the sums one after another, where the fp32 path's two groups start from zero.
+// Measured (H200, driver 580.159.04, 2026-11-28, bench_fp4.py --decode, bf16, M = 1..8, three rounds in
+// rotated order; the lab and its control both rebuilt by .devbuild/lab2.sh, docs/NOTES.md session 31):
+// GX 7 (14336x4096) 0.955, GX 6 (12288x4096) and GX 5 (10240x8192) 0.985, GX 4 (8192^2) 0.977-0.984.
+// GX 2 (4096^2, 4096x14336) keeps the fp32 path: session 30's lab that folded there too read 1.00-1.055,
+// but against a meson-built base, which runs 1.3-5.8 % faster than the same code rebuilt by the lab
+// script; net of that it was about even, so nothing says it pays. f16 keeps its fp32 path at MT = 1:
+// its fold instances spill at GX 6-7 (4-28 bytes, session 30).
+inline constexpr int kWideMxFoldMinGx = 4;
+template <Format F, typename T, int MT, int GX = 0>
+inline constexpr bool kFlagFold =
+    F == Format::mxfp4 &&
+    (MT == 2 || (MT == 1 && GX >= kWideMxFoldMinGx && std::is_same_v<T, __nv_bfloat16>));
 // Whether the tensor's range flag lets every chunk fold for x of type T (read once per thread: one uniform
 // load).
-template <Format F, typename T, int MT>
+template <Format F, typename T, int MT, int GX = 0>
 __device__ __forceinline__ bool all_fold(const GemmParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890  // the fold is sm_89+: the fp32 path either way below
-  if constexpr (kFlagFold<F, T, MT>) {
+  if constexpr (kFlagFold<F, T, MT, GX>) {
     if (!p.scale2) return false;
     const float level = __ldg(p.scale2);
     return level == kMxfp4FoldF16 || (std::is_same_v<T, __nv_bfloat16> && level == kMxfp4FoldBf16);
@@ -269,9 +285,9 @@ __device__ __forceinline__ bool all_fold(const GemmParams& p) {
 }
 // body(std::true_type{}) where every chunk folds, else body(std::false_type{}): two copies of the
 // caller's loop for the formats that fold by the flag, one for the others.
-template <Format F, typename T, int MT, typename Body>
+template <Format F, typename T, int MT, int GX = 0, typename Body>
 __device__ __forceinline__ void with_fold(bool all, Body&& body) {
-  if constexpr (kFlagFold<F, T, MT>) {
+  if constexpr (kFlagFold<F, T, MT, GX>) {
     if (all) {
       body(std::true_type{});
       return;
@@ -294,7 +310,7 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
     mma_scaled_steps<T, MT>(acc, bx, lo, hi, lookup, [&](int stp) { return D::from_f16x2(sg[stp]); });
     return;
   }
-  if constexpr (F == Format::mxfp4 && MT == 2 && std::is_same_v<T, __nv_bfloat16>) {  // Note [NVFP4 scale in A]
+  if constexpr (F == Format::mxfp4 && (MT == 2 || Fold::value) && std::is_same_v<T, __nv_bfloat16>) {  // Note [NVFP4 scale in A]
     // E8M0 bytes e in 64..191 (bits 7 and 6 differ): bf16 2^(e - 127) is e << 7, and its products with
     // E2M1 values are normal bf16, exact. Where any byte of the warp's chunk lies outside: the fp32 path,
     // unless the tensor's range flag says every chunk folds (Fold, Note [MXFP4 range flag]).

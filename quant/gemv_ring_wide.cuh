@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
       }
   }
   // Two copies of the loop where MXFP4 folds by the range flag: one without a check (Note [MXFP4 range flag])
-  gemv::with_fold<F, T, MT>(gemv::all_fold<F, T, MT>(p), [&](auto fold) {
+  gemv::with_fold<F, T, MT, GX>(gemv::all_fold<F, T, MT, GX>(p), [&](auto fold) {
     int phase = 0;
     for (int s0 = 0; s0 < S; s0 += kR, phase ^= 1) {
 #pragma unroll

@@ -519,14 +519,16 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
 // different row blocks among chunks that fold. Both of those have zero codes, so the flag is 1 (bf16): run
 // with it (every chunk folds, the NaN block's by bf16 Inf * 0) and without (the vote sends those two chunks
 // down the fp32 path); f16 with the flag 1 takes its fp32 path, and with the zero block alone (flag 2) folds
-// every chunk, the zero block's by f16 2 * 0. N ragged as in the case above.
+// every chunk, the zero block's by f16 2 * 0. N ragged as in the case above. M = 5 (MT = 1): the instances
+// of GX >= kWideMxFoldMinGx fold by the flag alone (Note [MXFP4 fold at M <= 8]), and the others and
+// those without the flag take the fp32 path with no vote.
 TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][gemv-wide]") {
   std::mt19937_64 rng(fresh_seed());
   const WideSetting ws;
   REQUIRE(ws.sms >= 16);
   for (int gx = 2; gx <= 7; ++gx) {
     const int64_t n = ws.n(gx);
-    for (const MatmulShape& s : {MatmulShape{16, n, 1024}, MatmulShape{12, n, 2112}}) {
+    for (const MatmulShape& s : {MatmulShape{16, n, 1024}, MatmulShape{12, n, 2112}, MatmulShape{5, n, 2112}}) {
       CHECK(ring_wide_tiles(s.m, s.n, s.k, Format::mxfp4, ws.sms, ws.forced) == (ws.forced != 0 ? gx : 0));
       check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, false, rng, -122, 100);
       const int64_t nan_row = n / 3, zero_row = n / 2 + 5;  // different row blocks
