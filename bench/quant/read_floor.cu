@@ -6,7 +6,7 @@
 //
 // Build and run (sm_90):
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/quant/read_floor.cu -o /tmp/read_floor
-//   /tmp/read_floor
+//   /tmp/read_floor          (or /tmp/read_floor calls: the "call" part only)
 //
 // Two read kernels, each in variants:
 // - "ld": 16-byte non-caching loads, 8 per thread in flight, each CTA a contiguous share: "plain"
@@ -19,6 +19,10 @@
 //   first stages' weights early (Note [Early weights] in quant/gemv_plan.hpp). With S = 6 (96 KB) a
 //   CTA leaves room on its SM for the next call's CTA, which then starts its early slots while this
 //   call still runs; with S = 13 (208 KB, like the decode kernels' 227 KB) it cannot.
+// - "call" (session 31): the bulk reader plus what every decode call must do after its dependency
+//   wait: read x (M = 1: K bf16 values, by one bulk copy or by a second warp's 16-byte loads) and then
+//   write its rows of y. No arithmetic. It bounds what any kernel that waits for the
+//   kernel before it (x is that kernel's output) can reach: `read_floor calls` runs only this part.
 // Two timing methods: "replay" (events around one replay of R = max(copies, 8) calls on an idle
 // stream, bench_fp4.py's method until session 28) and "steady" (a spin kernel before each start
 // event, and the difference of the replay times of graphs of 8R and R calls over 7R: bench_fp4.py's
@@ -29,6 +33,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #define CK(...)                                                                              \
@@ -137,6 +142,78 @@ __global__ void __launch_bounds__(32, 1) bulk_read_kernel(BulkArgs a) {
   if (acc == 0x9E3779B9u) a.sink[0] = 1;  // keeps the reads; practically never true
 }
 
+struct CallArgs {
+  const uint8_t* w;  // the weights' bytes (a contiguous share per CTA)
+  size_t bytes;      // a multiple of 16
+  const uint4* x;    // M = 1: K bf16 values, read whole by every CTA after the wait
+  unsigned x16;      // x's 16-byte units
+  unsigned x_room;   // x_bulk: x's buffer in shared memory (x16 * 16 rounded up to 1 KB), before the slots
+  int x_bulk;        // x by one bulk copy (1) or by warp 1's 16-byte loads (0)
+  uint16_t* y;       // N values; CTA i writes rows [i * rows, (i + 1) * rows)
+  int n, rows;
+  int slots, early;
+};
+
+// A decode call without its arithmetic, 64 threads: lane 0 of warp 0 keeps the weights' ring as
+// bulk_read_kernel does (E slots issued before the wait); once x and every piece are in, warp 1
+// writes the CTA's rows of y from what was read. x after the wait either by warp 1's 16-byte loads,
+// or (x_bulk) by one bulk copy that lane 0 issues first after the wait and waits for before its slot
+// loop (it queues behind the early slots).
+__global__ void __launch_bounds__(64, 1) call_floor_kernel(CallArgs a) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint32_t folded;
+  const size_t per = ((a.bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
+  const size_t b = min(a.bytes, blockIdx.x * per), e = min(a.bytes, b + per);
+  const size_t pieces = (e - b + kBulkPiece - 1) / kBulkPiece;
+  // [0, 1024): the slots' barriers, then x's; x's buffer (x_bulk); the slots
+  const uint32_t bars = static_cast<uint32_t>(__cvta_generic_to_shared(smem)), xbar = bars + 8 * a.slots;
+  const uint32_t xbuf = bars + 1024, slots = xbuf + (a.x_bulk ? a.x_room : 0);
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  uint32_t acc = 0;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i <= a.slots; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8 * i));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    auto issue = [&](size_t p) {
+      const size_t off = b + p * kBulkPiece;
+      const int slot = static_cast<int>(p % a.slots);
+      bulk_issue(slots + slot * kBulkPiece, bars + 8 * slot, a.w + off,
+                 static_cast<unsigned>(min(size_t{kBulkPiece}, e - off)));
+    };
+    size_t issued = 0;
+    for (; issued < pieces && issued < static_cast<size_t>(a.early); ++issued) issue(issued);
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (a.x_bulk) bulk_issue(xbuf, xbar, reinterpret_cast<const uint8_t*>(a.x), a.x16 * 16);
+    for (; issued < pieces && issued < static_cast<size_t>(a.slots); ++issued) issue(issued);
+    if (a.x_bulk) {
+      bulk_wait(xbar, 0);
+      acc = *reinterpret_cast<const uint32_t*>(smem + 1024);
+    }
+    for (size_t p = 0; p < pieces; ++p) {
+      const int slot = static_cast<int>(p % a.slots);
+      bulk_wait(bars + 8 * slot, static_cast<uint32_t>((p / a.slots) & 1));
+      acc ^= *reinterpret_cast<const uint32_t*>(smem + (slots - bars) + slot * kBulkPiece);
+      if (issued < pieces) issue(issued++);
+    }
+    folded = acc;
+  } else {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (threadIdx.x >= 32 && !a.x_bulk) {
+      for (unsigned u = threadIdx.x - 32; u < a.x16; u += 32) {
+        const uint4 v = a.x[u];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x >= 32) {
+    acc ^= folded;
+    for (int r = threadIdx.x - 32; r < a.rows; r += 32) {
+      const int row = blockIdx.x * a.rows + r;
+      if (row < a.n) a.y[row] = static_cast<uint16_t>(acc ^ static_cast<uint32_t>(r));
+    }
+  }
+}
+
 // Holds the stream for ~`cycles` SM cycles, so that the host has enqueued the timed work before the
 // start event completes (without it, an event recorded on an idle stream also times the host's
 // submission of the graph replay that follows it).
@@ -216,7 +293,90 @@ static float graph_us(void (*kernel)(Args), cudaLaunchConfig_t cfg, const std::v
   return us;
 }
 
-int main() {
+// `read_floor calls`: the bulk reader (S13 E13, S6 E6) against call_floor_kernel (x by a bulk copy, or by
+// loads) with as many slots as fit one CTA an SM (227 KB) or two (112 KB each), every slot early; M = 1;
+// steady method only.
+static int run_calls(int sms, cudaStream_t s, int* sink) {
+  struct Shape {
+    const char* name;
+    size_t n, k;
+  };
+  const Shape shapes[] = {{"1 GiB", 0, 0}, {"4096x4096", 4096, 4096}, {"14336x4096", 14336, 4096},
+                          {"4096x14336", 4096, 14336}, {"8192x8192", 8192, 8192}};
+  cudaLaunchAttribute at{};
+  at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at.val.programmaticStreamSerializationAllowed = 1;
+  double big = 0;
+  std::printf("us per call (steady): bulk S13 E13 | bulk S6 E6 | call, x by a bulk copy: 1 CTA an SM | 2 CTAs"
+              " | call, x by loads: 1 CTA an SM | 2 CTAs | best call: TB/s, %% of the 1 GiB figure\n");
+  for (const Shape& sh : shapes) {
+    const size_t bytes = sh.n ? sh.n * sh.k / 2 + sh.n * sh.k / 16 : size_t{1} << 30;  // NVFP4 codes + scales
+    const unsigned x_bytes = static_cast<unsigned>(sh.n ? sh.k * 2 : 16 * 1024);
+    const int n = sh.n ? static_cast<int>(sh.n) : 4096, rows = (n + sms - 1) / sms;
+    const int copies = std::max<int>(2, static_cast<int>((size_t{256} << 20) / bytes + 1));
+    std::vector<void*> bufs(copies), ys(copies);
+    for (int i = 0; i < copies; ++i) {
+      CK(cudaMalloc(&bufs[i], bytes));
+      CK(cudaMemset(bufs[i], 1, bytes));
+      CK(cudaMalloc(&ys[i], static_cast<size_t>(n) * 2));
+    }
+    void* x;
+    CK(cudaMalloc(&x, x_bytes));
+    CK(cudaMemset(x, 2, x_bytes));
+    const int inner = std::max(copies, 8);
+    std::printf("%-12s %8.2f MB |", sh.name, bytes / 1e6);
+    float best = 1e30f;
+    for (int v = 0; v < 6; ++v) {
+      cudaLaunchConfig_t c{};
+      c.gridDim = dim3(static_cast<unsigned>(sms));
+      c.blockDim = dim3(32);
+      c.stream = s;
+      c.attrs = &at;
+      c.numAttrs = 1;
+      float us;
+      int per_sm = 0;
+      if (v < 2) {
+        const int slots = v == 0 ? 13 : 6;
+        c.dynamicSmemBytes = 128 + static_cast<size_t>(slots) * kBulkPiece;
+        CK(cudaFuncSetAttribute(bulk_read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(c.dynamicSmemBytes)));
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bulk_read_kernel, 32, c.dynamicSmemBytes));
+        std::vector<BulkArgs> args;
+        for (void* b : bufs) args.push_back(BulkArgs{static_cast<const uint8_t*>(b), bytes, sink, 1, slots, slots});
+        us = graph_us(bulk_read_kernel, c, args, inner, s, true);
+      } else {
+        const int x_bulk = v < 4;                                // v = 2, 3: x by a bulk copy; 4, 5: by loads
+        const size_t room = v % 2 == 0 ? 227 * 1024 : 112 * 1024;  // one or two CTAs an SM
+        const unsigned x_room = x_bulk ? (x_bytes + 1023) / 1024 * 1024 : 0;
+        const int slots = std::min<int>(13, static_cast<int>((room - 1024 - x_room) / kBulkPiece));
+        c.blockDim = dim3(64);
+        c.dynamicSmemBytes = 1024 + x_room + static_cast<size_t>(slots) * kBulkPiece;
+        CK(cudaFuncSetAttribute(call_floor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(c.dynamicSmemBytes)));
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, call_floor_kernel, 64, c.dynamicSmemBytes));
+        std::vector<CallArgs> args;
+        for (int i = 0; i < copies; ++i)
+          args.push_back(CallArgs{static_cast<const uint8_t*>(bufs[i]), bytes, static_cast<const uint4*>(x), x_bytes / 16,
+                                  x_room, x_bulk, static_cast<uint16_t*>(ys[i]), n, rows, slots, slots});
+        us = graph_us(call_floor_kernel, c, args, inner, s, true);
+        best = std::min(best, us);
+        std::printf(" S%d", slots);
+      }
+      std::printf(" %7.2f (%d/SM) |", us, per_sm);
+    }
+    const double tbs = bytes / (best * 1e-6) / 1e12;
+    if (big == 0) big = tbs;
+    std::printf(" %6.3f TB/s %5.1f %%\n", tbs, 100.0 * tbs / big);
+    for (int i = 0; i < copies; ++i) {
+      CK(cudaFree(bufs[i]));
+      CK(cudaFree(ys[i]));
+    }
+    CK(cudaFree(x));
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
   int dev = 0, sms = 0;
   CK(cudaGetDevice(&dev));
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -226,6 +386,10 @@ int main() {
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   int* sink;
   CK(cudaMalloc(&sink, 4));
+  if (argc > 1 && std::string(argv[1]) == "calls") {
+    std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
+    return run_calls(sms, s, sink);
+  }
   // "ld": 110 KB of (unused) shared memory per CTA: one CTA per SM plus room for one CTA of the next
   // call (PDL). "bulk": the ring's slots (set per variant below).
   CK(cudaFuncSetAttribute(read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 110 * 1024));
