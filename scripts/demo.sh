@@ -17,7 +17,7 @@ say() { echo "vstack demo: $*"; }
 # --- build (meson, build dir `build`) -------------------------------------------
 if [ "${VSTACK_DEMO_NO_BUILD:-0}" != 1 ]; then
   if [ ! -f "$build/build.ninja" ]; then
-    meson setup "$build" || { say "meson setup failed (did scripts/setup.sh run?)"; exit 1; }
+    scripts/meson-setup.sh "$build" || { say "meson setup failed (did scripts/setup.sh run?)"; exit 1; }
   fi
   meson compile -C "$build" || { say "build failed"; exit 1; }
 fi

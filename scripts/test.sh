@@ -9,7 +9,7 @@ cd "$root"
 export PATH=$PATH:${CUDA_HOME:-/usr/local/cuda}/bin
 build=${VSTACK_BUILD:-build}
 if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" || exit 1
+  scripts/meson-setup.sh "$build" || exit 1
 fi
 meson compile -C "$build" || exit 1
 status=0
@@ -18,7 +18,7 @@ meson test -C "$build" --print-errorlogs --num-processes 2 || status=1
 # the Ampere code paths (mma.sync only, no clusters, TMA or wgmma) keep building.
 build80=${VSTACK_BUILD_SM80:-build-sm80}
 if [ ! -f "$build80/build.ninja" ]; then
-  meson setup "$build80" -Dsm=80 -Dpager=false >/dev/null || status=1
+  scripts/meson-setup.sh "$build80" -Dsm=80 -Dpager=false >/dev/null || status=1
 fi
 if [ -f "$build80/build.ninja" ]; then
   echo "--- kernels for sm_80 (compile only)"
