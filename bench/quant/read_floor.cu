@@ -109,36 +109,61 @@ __device__ __forceinline__ void bulk_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
+// One thread's ring: this CTA's contiguous share [b, e) of src in pieces of kBulkPiece, through `slots`
+// slots at shared address `at` (bar: their mbarriers, 8 bytes each; base: the CTA's shared memory).
+struct BulkRing {
+  const uint8_t* src;
+  size_t b, e, pieces, issued;
+  uint32_t base, bar, at;
+  int slots;
+  __device__ BulkRing(const uint8_t* src_, size_t bytes, uint32_t base_, uint32_t bar_, uint32_t at_, int slots_)
+      : src(src_), base(base_), bar(bar_), at(at_), slots(slots_) {
+    const size_t per = ((bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
+    b = min(bytes, blockIdx.x * per);
+    e = min(bytes, b + per);
+    pieces = (e - b + kBulkPiece - 1) / kBulkPiece;
+    issued = 0;
+  }
+  // mbarriers for the slots and `extra` more after them
+  __device__ void init(int extra) const {
+    for (int i = 0; i < slots + extra; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar + 8 * i));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __device__ void issue(size_t p) const {
+    const size_t off = b + p * kBulkPiece;
+    const int slot = static_cast<int>(p % slots);
+    bulk_issue(at + slot * kBulkPiece, bar + 8 * slot, src + off, static_cast<unsigned>(min(size_t{kBulkPiece}, e - off)));
+  }
+  // issues pieces until n are (or all) in flight or done
+  __device__ void issue_to(size_t n) {
+    for (; issued < pieces && issued < n; ++issued) issue(issued);
+  }
+  // waits for every piece in order, f(its shared-memory offset from base), and reissues its slot
+  template <typename F>
+  __device__ void drain(F&& f) {
+    for (size_t p = 0; p < pieces; ++p) {
+      const int slot = static_cast<int>(p % slots);
+      bulk_wait(bar + 8 * slot, static_cast<uint32_t>((p / slots) & 1));
+      f(at - base + slot * kBulkPiece);
+      if (issued < pieces) issue(issued++);
+    }
+  }
+};
+
 // One thread streams the CTA's contiguous share through the ring; a slot's piece is "read" when its
 // copy has completed (the bytes are in this SM's shared memory), and the slot is then reissued.
 __global__ void __launch_bounds__(32, 1) bulk_read_kernel(BulkArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   if (threadIdx.x != 0) return;
-  const size_t per = ((a.bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
-  const size_t b = min(a.bytes, blockIdx.x * per), e = min(a.bytes, b + per);
-  const size_t pieces = (e - b + kBulkPiece - 1) / kBulkPiece;
   const uint32_t bars = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint32_t slots = bars + 128;
-  for (int i = 0; i < a.slots; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8 * i));
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  BulkRing ring(a.src, a.bytes, bars, bars, bars + 128, a.slots);
+  ring.init(0);
   if (a.pdl) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  auto issue = [&](size_t p) {
-    const size_t off = b + p * kBulkPiece;
-    const int slot = static_cast<int>(p % a.slots);
-    bulk_issue(slots + slot * kBulkPiece, bars + 8 * slot, a.src + off,
-               static_cast<unsigned>(min(size_t{kBulkPiece}, e - off)));
-  };
-  size_t issued = 0;
-  for (; issued < pieces && issued < static_cast<size_t>(a.early); ++issued) issue(issued);
+  ring.issue_to(a.early);
   if (a.pdl) asm volatile("griddepcontrol.wait;" ::: "memory");
-  for (; issued < pieces && issued < static_cast<size_t>(a.slots); ++issued) issue(issued);
+  ring.issue_to(a.slots);
   uint32_t acc = 0;
-  for (size_t p = 0; p < pieces; ++p) {
-    const int slot = static_cast<int>(p % a.slots);
-    bulk_wait(bars + 8 * slot, static_cast<uint32_t>((p / a.slots) & 1));
-    acc ^= *reinterpret_cast<const uint32_t*>(smem + 128 + slot * kBulkPiece);
-    if (issued < pieces) issue(issued++);
-  }
+  ring.drain([&](uint32_t off) { acc ^= *reinterpret_cast<const uint32_t*>(smem + off); });
   if (acc == 0x9E3779B9u) a.sink[0] = 1;  // keeps the reads; practically never true
 }
 
@@ -162,38 +187,23 @@ struct CallArgs {
 __global__ void __launch_bounds__(64, 1) call_floor_kernel(CallArgs a) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint32_t folded;
-  const size_t per = ((a.bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
-  const size_t b = min(a.bytes, blockIdx.x * per), e = min(a.bytes, b + per);
-  const size_t pieces = (e - b + kBulkPiece - 1) / kBulkPiece;
   // [0, 1024): the slots' barriers, then x's; x's buffer (x_bulk); the slots
   const uint32_t bars = static_cast<uint32_t>(__cvta_generic_to_shared(smem)), xbar = bars + 8 * a.slots;
-  const uint32_t xbuf = bars + 1024, slots = xbuf + (a.x_bulk ? a.x_room : 0);
+  const uint32_t xbuf = bars + 1024;
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   uint32_t acc = 0;
   if (threadIdx.x == 0) {
-    for (int i = 0; i <= a.slots; ++i) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bars + 8 * i));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    auto issue = [&](size_t p) {
-      const size_t off = b + p * kBulkPiece;
-      const int slot = static_cast<int>(p % a.slots);
-      bulk_issue(slots + slot * kBulkPiece, bars + 8 * slot, a.w + off,
-                 static_cast<unsigned>(min(size_t{kBulkPiece}, e - off)));
-    };
-    size_t issued = 0;
-    for (; issued < pieces && issued < static_cast<size_t>(a.early); ++issued) issue(issued);
+    BulkRing ring(a.w, a.bytes, bars, bars, xbuf + (a.x_bulk ? a.x_room : 0), a.slots);
+    ring.init(1);
+    ring.issue_to(a.early);
     asm volatile("griddepcontrol.wait;" ::: "memory");
     if (a.x_bulk) bulk_issue(xbuf, xbar, reinterpret_cast<const uint8_t*>(a.x), a.x16 * 16);
-    for (; issued < pieces && issued < static_cast<size_t>(a.slots); ++issued) issue(issued);
+    ring.issue_to(a.slots);
     if (a.x_bulk) {
       bulk_wait(xbar, 0);
       acc = *reinterpret_cast<const uint32_t*>(smem + 1024);
     }
-    for (size_t p = 0; p < pieces; ++p) {
-      const int slot = static_cast<int>(p % a.slots);
-      bulk_wait(bars + 8 * slot, static_cast<uint32_t>((p / a.slots) & 1));
-      acc ^= *reinterpret_cast<const uint32_t*>(smem + (slots - bars) + slot * kBulkPiece);
-      if (issued < pieces) issue(issued++);
-    }
+    ring.drain([&](uint32_t off) { acc ^= *reinterpret_cast<const uint32_t*>(smem + off); });
     folded = acc;
   } else {
     asm volatile("griddepcontrol.wait;" ::: "memory");
