@@ -477,7 +477,7 @@ VSTACK_HD uint32_t nf4_bucket_base(int k) {
 // The constant exists only in the translation units that quantize on the GPU, which define
 // VSTACK_NF4_LOOKUP_TU before their includes (quant/api.cu, tests/gpu/quant/device_fns.cu); elsewhere
 // nf4_lookup's device code is the host's masked form (correct, never called there). A module-level
-// __constant__ in every decode TU cost each of their launches ~0.1-0.2 us (docs/NOTES.md session 31).
+// __constant__ in every decode TU cost each of their launches 0.15-0.3 us (docs/NOTES.md session 31).
 inline constexpr uint32_t kNf4BucketBits = 0x4B400000u;  // f32_bits(0x1.8p23f + 64) - 64
 #if defined(__CUDACC__) && defined(VSTACK_NF4_LOOKUP_TU)
 static __constant__ uint32_t kNf4BucketBias = kNf4BucketBits;

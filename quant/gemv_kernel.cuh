@@ -261,9 +261,9 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // rotated order; the lab and its control both rebuilt by .devbuild/lab2.sh, docs/NOTES.md session 31):
 // GX 7 (14336x4096) 0.955, GX 6 (12288x4096) and GX 5 (10240x8192) 0.985, GX 4 (8192^2) 0.977-0.984.
 // GX 2 (4096^2, 4096x14336) keeps the fp32 path: session 30's lab that folded there too read 1.00-1.055,
-// but against a meson-built base, which runs 1.3-5.8 % faster than the same code rebuilt by the lab
-// script; net of that it was about even, so nothing says it pays. f16 keeps its fp32 path at MT = 1:
-// its fold instances spill at GX 6-7 (4-28 bytes, session 30).
+// but against a stale base whose modules lacked that session's __constant__, worth 1.3-5.8 % a call
+// (docs/NOTES.md session 31); net of that it was about even, so nothing says it pays. f16 keeps its fp32
+// path at MT = 1: its fold instances spill at GX 6-7 (4-28 bytes, session 30).
 inline constexpr int kWideMxFoldMinGx = 4;
 template <Format F, typename T, int MT, int GX = 0>
 inline constexpr bool kFlagFold =
