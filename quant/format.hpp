@@ -641,10 +641,6 @@ VSTACK_HD ScaledBlock scaled_block(BlockStat st, float scale2, BlockDivisor d2, 
   if (zero) b.d.r = 0.0f;
   return b;
 }
-template <Format F>
-VSTACK_HD ScaledBlock scaled_block(BlockStat st, float scale2, BlockDivisor d2) {
-  return scaled_block<F>(st, scale2, d2, scale2_fast(scale2, d2));
-}
 
 // Encode a block: its stored scale (see block_scale_code) and its codes.
 template <Format F, int N>

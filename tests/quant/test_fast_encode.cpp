@@ -257,7 +257,8 @@ namespace {
 // (the kernel takes encode8_fast's path for it, checked above).
 template <Format F>
 int check_clean(const float (&x)[8], BlockStat st, float scale2, int& clean_blocks) {
-  const ScaledBlock b = scaled_block<F>(st, scale2, scale_divisor<F>(scale2));
+  const BlockDivisor d2 = scale_divisor<F>(scale2);
+  const ScaledBlock b = scaled_block<F>(st, scale2, d2, scale2_fast(scale2, d2));  // as the kernel calls it
   float s = 0;
   const uint32_t sc = block_scale_code<F>(st, scale2, s);
   if (!b.clean) return 0;
