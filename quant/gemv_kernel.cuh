@@ -209,9 +209,14 @@ __device__ __forceinline__ void x_fragments(uint32_t (&bx)[MT][4][2], const uint
 // 16-row tile n0's chunk kc (of the slice from chunk kc0), times x's fragments bx of that chunk, into
 // acc. lookup(w, i): the table entry of byte i of code word w. Shared by the register-load kernel and
 // the ring kernel (quant/gemv_ring.cuh).
-// EVEN: only the even mma columns are kept (M = 1: column 0 is the only one stored). NF4_DQ: g2(h) is
-// the scale2 group value of row g + 8 h at this chunk, or (NoG2) it is loaded here.
+// NF4_DQ: g2(h) is the scale2 group value of row g + 8 h at this chunk, or (NoG2) it is loaded here.
+// Pack: NoPack, or the lane's Packed (Note [Packed columns] in quant/gemv_plan.hpp; bx masked by the caller).
 struct NoG2 {};
+struct NoPack {};
+struct Packed {
+  uint32_t sel;  // NVFP4: the PRMT selector of this lane's two scale groups (2 (r & 1), + 1) of rows g, g + 8
+  __device__ __forceinline__ explicit Packed(int lane) : sel((lane & 1) ? 0x7632u : 0x5410u) {}
+};
 // The mma A fragment of k16 step stp of a chunk, decoded from codes lo (row g) / hi (row g + 8).
 template <typename Lookup>
 __device__ __forceinline__ void a_fragment(uint32_t (&af)[4], uint2 lo, uint2 hi, int stp, Lookup lookup) {
@@ -251,9 +256,9 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // the vote on the four bench shapes (4096x14336 M = 16 74.8 -> 77.0 % of the read stream); f16 0.948-0.970
 // against its fp32 path (72.5 -> 76.0 %). The flag costs the quantizer a one-thread kernel and a fold byte
 // per block (mxfp4_fold_byte in format.hpp): MXFP4 8192^2 GEMM layout bf16 75.9-76.7 -> 79.1-79.8 us.
-// Note [MXFP4 fold at M <= 8]. At MT = 1 the wide kernel's MXFP4 instances of GX >= kWideMxFoldMinGx fold
-// too, bf16 only and by the flag only (no vote; without the flag their fp32 path, as before); GX = 0: any
-// other kernel. In the fp32 path every chunk decodes four E8M0 scales (~10 SASS with the NaN and zero
+// Note [MXFP4 fold at M <= 8]. At MT = 1 the wide kernel's MXFP4 instances of GX >= kWideMxFoldMinGx
+// (quant/gemv_plan.hpp) fold too, bf16 only and by the flag only (no vote; without the flag their fp32 path,
+// as before); GX = 0: any other kernel, and the wide instances that pack columns (Note [Packed columns]). In the fp32 path every chunk decodes four E8M0 scales (~10 SASS with the NaN and zero
 // selects) and adds 8 FFMA, and the GX = 7 instance (14336x4096) spilled 28 bytes; the fold's loop is
 // ~71 SASS a tile-chunk against ~97 there, with no spill. Its cost is the chain: the chunk's four mma
 // accumulate into the sums one after another, where the fp32 path's two groups start from zero.
@@ -264,7 +269,6 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // but against a stale base whose modules lacked that session's __constant__, worth 1.3-5.8 % a call
 // (docs/NOTES.md session 31); net of that it was about even, so nothing says it pays. f16 keeps its fp32
 // path at MT = 1: its fold instances spill at GX 6-7 (4-28 bytes, session 30).
-inline constexpr int kWideMxFoldMinGx = 4;
 template <Format F, typename T, int MT, int GX = 0>
 inline constexpr bool kFlagFold =
     F == Format::mxfp4 &&
@@ -296,11 +300,12 @@ __device__ __forceinline__ void with_fold(bool all, Body&& body) {
   body(std::false_type{});
 }
 
-template <Format F, typename T, int MT, typename Lookup, bool EVEN = false, typename G2 = NoG2,
-          typename Fold = std::false_type>
+template <Format F, typename T, int MT, typename Lookup, typename G2 = NoG2, typename Fold = std::false_type,
+          typename Pack = NoPack>
 __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmParams& p, const uint32_t (&bx)[MT][4][2],
                                              int g, int kc_total, int kc0, int kc, uint2 lo, uint2 hi, uint32_t s_a,
-                                             uint32_t s_b, int n0, Lookup lookup, G2 g2 = {}, Fold = {}) {
+                                             uint32_t s_b, int n0, Lookup lookup, G2 g2 = {}, Fold = {},
+                                             Pack pack = {}) {
   using D = dev::Dt<T>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   if constexpr (F == Format::nvfp4 && MT == 2) {  // Note [NVFP4 scale in A]
@@ -334,6 +339,22 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
 #endif
   constexpr int G = block_size(F) / 16;  // k16 steps per scale
   constexpr int NG = 4 / G;              // scales per row and chunk
+  if constexpr (!std::is_same_v<Pack, NoPack>) {  // Note [Packed columns]: this lane's columns 2 r, 2 r + 1
+    static_assert(MT == 1 && NG > 1 && (F == Format::nvfp4 || F == Format::mxfp4), "packed columns");
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int stp = 0; stp < 4; ++stp) {
+      uint32_t af[4];
+      a_fragment(af, lo, hi, stp, lookup);
+      D::mma(d, af, bx[0][stp][0], bx[0][stp][1]);
+    }
+    float s4[4];  // the scales of d's (row, group): rows g, g, g + 8, g + 8; groups (2 r, 2 r + 1) mod NG
+    if constexpr (F == Format::nvfp4) gemv::e4m3x4_to_f32(__byte_perm(s_a, s_b, pack.sel), s4);
+    else e8m0x4_value(s_a, s_b, s4);  // groups 0, 1 of rows g, g + 8
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[0][e] = fmaf(d[e], s4[e], acc[0][e]);
+    return;
+  }
   // Block scales of rows g and g+8: sc[0 / 1][group]
   float sc[2][NG];
   constexpr bool kE8m0Pairs = F == Format::mxfp4 && MT == 1;  // MT = 2: ptxas spilled 16 bytes, 3 % slower
@@ -385,9 +406,9 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       acc[mt][0] = fmaf(d[mt][0], sc[0][grp], acc[mt][0]);
-      if constexpr (!EVEN) acc[mt][1] = fmaf(d[mt][1], sc[0][grp], acc[mt][1]);
+      acc[mt][1] = fmaf(d[mt][1], sc[0][grp], acc[mt][1]);
       acc[mt][2] = fmaf(d[mt][2], sc[1][grp], acc[mt][2]);
-      if constexpr (!EVEN) acc[mt][3] = fmaf(d[mt][3], sc[1][grp], acc[mt][3]);
+      acc[mt][3] = fmaf(d[mt][3], sc[1][grp], acc[mt][3]);
     }
   }
 }

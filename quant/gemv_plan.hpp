@@ -417,12 +417,47 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // 14336x4096 M = 16, 0.98-1.0 at 4096x14336.
 // The same choice at both MT (measured at both).
 constexpr int wide_chunk_warps(Format f) { return f == Format::nf4 || f == Format::nf4_dq ? 2 : 1; }
+// Note [Packed columns]. At M = 1 the wide kernel's mma uses one of its 8 columns, yet a chunk of NVFP4
+// (four scale groups: one a k16 step) costs each lane 16 FFMA and 8 scale conversions to scale the four
+// steps' partials of all 8 columns. Where M x NG <= 8 (NG = chunk_groups: NVFP4 4, MXFP4 2), column
+// m NG + j instead holds x row m for the steps of scale group j and zero for the others (those lanes'
+// ldmatrix rows point at a zero line of the x buffer: no instruction a slice), so one mma chain over the
+// chunk's four steps leaves each (row, group) partial in its own column: a lane's four sums are four
+// (row, group) pairs, each scaled by one FFMA, and the epilogue adds a row's NG columns (in the lane and
+// across a lane pair) before the warps' sums meet. NVFP4 per tile-chunk: 4 FFMA and 2 + 4 conversions (one PRMT picks the
+// lane's two groups) against 16 and 4 + 8. MXFP4: 4 FFMA against 8, the same E8M0 decode; where its
+// bf16 instances fold by the range flag (kWideMxFoldMinGx) the fold has no FFMA at all and stays. NF4
+// (one group a chunk) gains nothing. The cost: the four mma of a chunk are one chain where they were four
+// (the next tile's lookups overlap it). SASS of the NVFP4 bf16 loop: 64 instructions a tile-chunk against
+// 78.5 (GX 4), the same ~19 % at every GX; MXFP4 3-4 %. No instance spills (the unpacked MXFP4 f16 GX = 7
+// one spills 24 bytes).
+// Measured (H200, driver 580.159.04, 2026-11-28, bench_fp4.py --decode, one library with and without
+// VSTACK_GEMV_PACK=0, three rounds in rotated order, bench/RESULTS.md "Session 32"), unpacked / packed:
+// NVFP4 M = 1, 2 1.018-1.043 over GX 2..6 (8192^2 M = 1 11.70 -> 11.22 us, 74.6 -> 77.8 % of the read
+// stream; 4096x14336 74.1 -> 76.5 %), 1.006-1.008 at GX 7, bf16 and f16 alike; M = 4 (not packed) 1.000.
+// MXFP4 f16 M <= 4 1.007-1.015, 1.06 at GX 7 (the spill); bf16 at GX 2-3 0.992-1.005. A first version
+// whose epilogue added a row's NG columns from shared memory (4 x 16 reads an output) ran 0.5-1.4 % slower
+// than unpacked at GX 7 (14336x4096) and 0.6-3.7 % faster at GX 2 and 4.
+// MXFP4 at M <= 8 with bf16 x folds its scales into A from this GX on (Note [MXFP4 fold at M <= 8] in
+// quant/gemv_kernel.cuh).
+inline constexpr int kWideMxFoldMinGx = 4;
+// Scale groups of a 64-k chunk.
+constexpr int chunk_groups(Format f) { return 64 / block_size(f); }
+// Whether the wide kernel of GX tiles a row block packs its columns at M (bf16: x's dtype).
+constexpr bool wide_pack(Format f, bool bf16, int64_t m, int64_t gx) {
+  const int ng = chunk_groups(f);
+  return ng > 1 && m >= 1 && m * ng <= 8 && !(f == Format::mxfp4 && bf16 && gx >= kWideMxFoldMinGx);
+}
 // NF4_DQ: the instances up to this GX also take K whose rows span two scale2 groups (K / 64 <= kDqGroup
 // and not a divisor of it: three values a row and tile in registers), the others one group only.
 inline constexpr int kWideDq2Max = 3;
 
 // An x buffer: 16 chunks x 8 (M <= 8) or 16 rows of 128 bytes; the ldmatrix rows past M stay in it.
 constexpr int64_t wide_x_bytes(int mt) { return kRingChunks * 8 * mt * 128; }
+// Where columns are packed (M <= 4), the last 128-byte line of each MT = 1 x buffer is zero: the mma
+// columns read it at the steps of the other scale groups (Note [Packed columns]); x fills 16 M lines.
+inline constexpr int kWideZeroLine = static_cast<int>(wide_x_bytes(1) / 128) - 1;
+static_assert(kRingChunks * 4 <= kWideZeroLine, "the packed M's x lines lie below the zero line");
 constexpr int64_t wide_slot_bytes(int sb) { return round_up(ring_slot_bytes(sb), kRingSlotAlign); }
 // The wide kernel's region A holds only its barriers (its sums alias B), so x buffers go there too, from
 // kWideXAddr (1 KB-aligned for the swizzle, above the barriers wherever dynamic shared memory starts):

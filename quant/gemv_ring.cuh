@@ -81,14 +81,15 @@ __device__ __forceinline__ void slot_offsets(int w, int lane, int& code_off, int
 
 // x's ldmatrix offsets of this lane in a buffer of 128-byte lines (a chunk's M rows of 64 values each,
 // chunk-major) whose 16-byte pieces the TMA's 128-byte swizzle XORed with the line (the buffer
-// 1024-byte aligned, at `base` bytes): x row (lane & 7) of the chunk whose first line is line0 (rows
-// past M: the next chunk's, or stale bytes; those columns are never stored), matrix mi = lane / 8 =
-// step 2h + mi / 2, k half mi % 2. 8 consecutive lines per ldmatrix, so no bank conflict.
-__device__ __forceinline__ void ring_x_offsets(int (&xoff)[2], int line0, int lane, int base) {
+// 1024-byte aligned, at `base` bytes): x row (lane & 7) >> shift of the chunk whose first line is line0
+// (rows past M: the next chunk's, or stale bytes; those columns are never stored; shift: Note [Packed
+// columns]), matrix mi = lane / 8 = step 2h + mi / 2, k half mi % 2. Consecutive lines per ldmatrix (a
+// line repeated reads once), so no bank conflict.
+__device__ __forceinline__ void ring_x_offsets(int (&xoff)[2], int line0, int lane, int base, int shift = 0) {
   const int mi = lane >> 3;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int line = line0 + (lane & 7), piece = (2 * h + (mi >> 1)) * 2 + (mi & 1);
+    const int line = line0 + ((lane & 7) >> shift), piece = (2 * h + (mi >> 1)) * 2 + (mi & 1);
     xoff[h] = base + line * 128 + ((piece ^ (line & 7)) * 16);
   }
 }
@@ -306,10 +307,10 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
         }
         if constexpr (F == Format::nf4_dq) {
           auto g2 = [&](int h) { return kc < g2k[h] ? g2a[h] : g2b[h]; };
-          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(acc, p, bx, g, kc_total, 0, kc, lo, hi,
+          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), decltype(g2)>(acc, p, bx, g, kc_total, 0, kc, lo, hi,
                                                                              s_a, s_b, n0, lookup, g2);
         } else {
-          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0,
+          gemv::chunk_mma_bx<F, T, MT, decltype(lookup)>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0,
                                                                 lookup, gemv::NoG2{}, fold);
         }
       }

@@ -27,14 +27,15 @@
 
 namespace vstack::quant {
 
-// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). GX: tiles per row block (ring_wide_instance).
+// MT: 8-column mma tiles (1: M <= 8, 2: M <= 16). GX: tiles per row block (ring_wide_instance). PK: packed
+// columns (wide_pack, Note [Packed columns] in quant/gemv_plan.hpp).
 // Registers (wide_threads, quant/gemv_plan.hpp): the sums take GX x MT x 4 of them. A producer warpgroup,
 // whose lanes but one only lend registers (setmaxnreg): 112 for 16 consumer warps (96 is the most a
 // 544-thread CTA launches with: __maxnreg__(120) compiled, but those instances failed ring_fits on the
 // H100; at 96, MT = 1 spilled 8-32 bytes for MXFP4 at GX >= 5 and MT = 2 8-64 bytes from GX = 4 on), 240
 // for 8. ptxas allocates the consumers' code up to the setmaxnreg count (R237 in the CW = 2 SASS), not the
 // launch's. docs/NOTES.md has the measurements.
-template <Format F, typename T, int MT, int GX>
+template <Format F, typename T, int MT, int GX, bool PK = false>
 __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
     fp4_gemv_wide_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -53,6 +54,9 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
   // Two chunks add into one set of sums: fine where each chunk's mma starts from zero and is added by
   // FFMA, a chain through both chunks where the mma accumulates into the sums (the folded scales).
   static_assert(CW == 1 || F == Format::nf4 || F == Format::nf4_dq, "one set of sums for the warp's chunks");
+  constexpr int NG = chunk_groups(F);
+  static_assert(!PK || (MT == 1 && CW == 1 && NG > 1), "packed columns: one column tile, several scale groups");
+  constexpr int FGX = PK ? 0 : GX;  // the MXFP4 fold's instance (none where the columns are packed)
   const uint32_t base = hp::smem_addr(smem);
   if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
   const int64_t lut_off = kRingLutAddr - base;
@@ -80,6 +84,8 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
 #pragma unroll
     for (int c = 0; c < CW; ++c)
       gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp + W * c, lane);
+    if constexpr (PK)  // the x buffers' zero lines (the box copies fill lines below them)
+      if (warp < 2) reinterpret_cast<uint32_t*>(xbuf(warp) + kWideZeroLine * 128)[lane] = 0u;
   } else if (warp == W && lane == 0) {
     for (int s = 0; s < slots; ++s) {
       hp::mbar_init(&full[s], 1);
@@ -157,7 +163,22 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
   // This lane's x fragments: chunk `warp` of the slice, rows (lane & 7) + 8 mt (chunk warp + W c: W M lines
   // on, the same swizzle)
   int xoff[2];
-  gemv::ring_x_offsets(xoff, warp * p.m, lane, 0);
+  constexpr int kShift = PK ? (NG == 4 ? 2 : 1) : 0;  // PK: column c takes x row c / NG
+  gemv::ring_x_offsets(xoff, warp * p.m, lane, 0, kShift);
+  if constexpr (PK) {  // and zero outside the steps of scale group c % NG: the row of the x buffers' zero line
+    const int mi = lane >> 3, c = lane & 7;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int stp = 2 * h + (mi >> 1), piece = stp * 2 + (mi & 1);
+      // a piece the matrix's real rows (lines warp M + c / NG) do not use: no bank conflict
+      const int vline = warp * p.m + (8 >> kShift);
+      if (c % NG != stp / (4 / NG)) xoff[h] = kWideZeroLine * 128 + ((piece ^ (vline & 7)) * 16);
+    }
+  }
+  const auto pack = [&] {
+    if constexpr (PK) return gemv::Packed(lane);
+    else return gemv::NoPack{};
+  }();
   const int xstep = W * p.m * 128;
   hp::named_barrier_sync(1, W * 32);
   gemv::RingLane<F, T> ln(p, warp, lane);  // this lane's bytes of chunk `warp` in a slot, and the epilogue's
@@ -192,7 +213,7 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
       }
   }
   // Two copies of the loop where MXFP4 folds by the range flag: one without a check (Note [MXFP4 range flag])
-  gemv::with_fold<F, T, MT, GX>(gemv::all_fold<F, T, MT, GX>(p), [&](auto fold) {
+  gemv::with_fold<F, T, MT, FGX>(gemv::all_fold<F, T, MT, FGX>(p), [&](auto fold) {
     int phase = 0;
     for (int s0 = 0; s0 < S; s0 += kR, phase ^= 1) {
 #pragma unroll
@@ -241,11 +262,11 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
                 if constexpr (kDq2) return kcc < g2k[t][h] ? g2a[t][h] : g2b[t][h];
                 return g2a[t][h];
               };
-              gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false, decltype(g2)>(
+              gemv::chunk_mma_bx<F, T, MT, decltype(lookup), decltype(g2)>(
                   acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c], s_a[c], s_b[c], n0, lookup, g2);
             } else {
-              gemv::chunk_mma_bx<F, T, MT, decltype(lookup), false>(acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c],
-                                                                    s_a[c], s_b[c], n0, lookup, gemv::NoG2{}, fold);
+              gemv::chunk_mma_bx<F, T, MT, decltype(lookup)>(acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c], s_a[c],
+                                                             s_b[c], n0, lookup, gemv::NoG2{}, fold, pack);
             }
           }
         }
@@ -261,12 +282,26 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
   float* sums = reinterpret_cast<float*>(xa);
   hp::named_barrier_sync(1, W * 32);  // free: the slots', x's and the table's last reads
 #pragma unroll
-  for (int tt = 0; tt < GX; ++tt)
+  for (int tt = 0; tt < GX; ++tt) {
+    if constexpr (PK) {  // a row's NG columns (lanes' pairs 2 r, 2 r + 1; NVFP4: lanes r, r ^ 1) into column m
+      float a0 = acc[tt][0][0] + acc[tt][0][1], a1 = acc[tt][0][2] + acc[tt][0][3];  // rows g, g + 8
+      if constexpr (NG == 4) {
+        a0 += __shfl_xor_sync(0xFFFFFFFFu, a0, 1);
+        a1 += __shfl_xor_sync(0xFFFFFFFFu, a1, 1);
+      }
+      if (NG == 2 || (r & 1) == 0) {
+        float* col = sums + (warp * MC + 2 * r / NG) * SP + tt * kGemvRows + g;
+        col[0] = a0;
+        col[8] = a1;
+      }
+    } else {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-      for (int e = 0; e < 4; ++e)
-        sums[(warp * MC + mt * 8 + 2 * r + (e & 1)) * SP + tt * kGemvRows + g + 8 * (e >> 1)] = acc[tt][mt][e];
+        for (int e = 0; e < 4; ++e)
+          sums[(warp * MC + mt * 8 + 2 * r + (e & 1)) * SP + tt * kGemvRows + g + 8 * (e >> 1)] = acc[tt][mt][e];
+    }
+  }
   hp::named_barrier_sync(1, W * 32);
   for (int i = tid; i < GX * kGemvRows * p.m; i += W * 32) {  // consecutive threads: consecutive rows
     const int nl = i % (GX * kGemvRows), m = i / (GX * kGemvRows);
@@ -288,22 +323,26 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
 
 // The wide kernel's launch: one CTA per row block of GX tiles (the caller checked GX = ceil(tiles /
 // SMs), so one round, and asked ring_fits).
-template <Format F, typename T, int MT, int GX>
+template <Format F, typename T, int MT, int GX, bool PK>
 cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
   const int64_t blocks = ((p.n + kGemvRows - 1) / kGemvRows + GX - 1) / GX;
   if (blocks > p.sms) return cudaErrorInvalidValue;  // one round only (the sums alias the slots)
   const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F), GX);
   RingArgs a = ring_args(l, l.slots);
-  return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX>, p, a, blocks, stream,
+  return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX, PK>, p, a, blocks, stream,
                                wide_threads(wide_chunk_warps(F)));
 }
 
 // The instance of GX (ring_wide_instance: 2..7): whether this device runs it, and its launch.
-template <Format F, typename T, int MT>
+template <Format F, typename T, int MT, bool PK = false>
 struct WideInstance {
+  // PK: only the instances where wide_pack can hold (none of MXFP4 bf16's that fold)
+  template <int GX>
+  static constexpr bool kExists = !PK || wide_pack(F, std::is_same_v<T, __nv_bfloat16>, 1, GX);
   template <int GX>
   static bool fits() {
-    return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX>, wide_threads(wide_chunk_warps(F))>();
+    if constexpr (!kExists<GX>) return false;
+    else return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX, PK>, wide_threads(wide_chunk_warps(F))>();
   }
   static bool usable(int gx) {
     static_assert(kRingWideMax == 7, "an instance per GX below");
@@ -317,14 +356,19 @@ struct WideInstance {
       default: return false;
     }
   }
+  template <int GX>
+  static cudaError_t launch(const GemmParams& p, cudaStream_t stream) {
+    if constexpr (!kExists<GX>) return cudaErrorInvalidValue;
+    else return launch_gemv_wide<F, T, MT, GX, PK>(p, stream);
+  }
   static cudaError_t launch(const GemmParams& p, int gx, cudaStream_t stream) {
     switch (gx) {
-      case 2: return launch_gemv_wide<F, T, MT, 2>(p, stream);
-      case 3: return launch_gemv_wide<F, T, MT, 3>(p, stream);
-      case 4: return launch_gemv_wide<F, T, MT, 4>(p, stream);
-      case 5: return launch_gemv_wide<F, T, MT, 5>(p, stream);
-      case 6: return launch_gemv_wide<F, T, MT, 6>(p, stream);
-      case 7: return launch_gemv_wide<F, T, MT, 7>(p, stream);
+      case 2: return launch<2>(p, stream);
+      case 3: return launch<3>(p, stream);
+      case 4: return launch<4>(p, stream);
+      case 5: return launch<5>(p, stream);
+      case 6: return launch<6>(p, stream);
+      case 7: return launch<7>(p, stream);
       default: return cudaErrorInvalidValue;
     }
   }

@@ -638,6 +638,31 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
           }
 }
 
+// Note [Packed columns]: where the wide kernel packs a row's scale groups into columns of the mma tile.
+TEST_CASE("the wide kernel packs columns where M x the scale groups fit 8", "[quant][heuristics]") {
+  STATIC_REQUIRE(chunk_groups(Format::nvfp4) == 4);
+  STATIC_REQUIRE(chunk_groups(Format::mxfp4) == 2);
+  STATIC_REQUIRE(chunk_groups(Format::nf4) == 1);
+  STATIC_REQUIRE(chunk_groups(Format::nf4_dq) == 1);
+  for (int gx = 2; gx <= kRingWideMax; ++gx)
+    for (bool bf16 : {false, true}) {
+      INFO("gx " << gx << " bf16 " << bf16);
+      CHECK(wide_pack(Format::nvfp4, bf16, 1, gx));
+      CHECK(wide_pack(Format::nvfp4, bf16, 2, gx));
+      CHECK(!wide_pack(Format::nvfp4, bf16, 3, gx));  // 12 columns
+      CHECK(!wide_pack(Format::nvfp4, bf16, 16, gx));
+      // MXFP4: M <= 4, but not where bf16 x folds the scales into A by the range flag
+      const bool mx = !(bf16 && gx >= kWideMxFoldMinGx);
+      for (int64_t m = 1; m <= 4; ++m) CHECK(wide_pack(Format::mxfp4, bf16, m, gx) == mx);
+      CHECK(!wide_pack(Format::mxfp4, bf16, 5, gx));
+      for (int64_t m = 1; m <= 16; ++m) {  // one scale group a chunk: nothing to pack
+        CHECK(!wide_pack(Format::nf4, bf16, m, gx));
+        CHECK(!wide_pack(Format::nf4_dq, bf16, m, gx));
+      }
+      CHECK(!wide_pack(Format::nvfp4, bf16, 0, gx));
+    }
+}
+
 // The settings the launchers read to force a plan (quant/env.hpp): out-of-range values mean unset.
 TEST_CASE("forcing settings from the environment", "[quant][heuristics]") {
   const char* n = "VSTACK_TEST_SETTING";

@@ -55,6 +55,8 @@ done
 for e in 1 0; do
   run "wide row blocks with VSTACK_GEMV_RING_WIDE=$e" VSTACK_GEMV_RING=1 VSTACK_GEMV_RING_WIDE=$e -- "[gemv-wide]"
 done
+# and without packed columns (Note [Packed columns]): M <= 2 (NVFP4) and <= 4 (MXFP4) on the unpacked instances
+run "wide row blocks with VSTACK_GEMV_PACK=0" VSTACK_GEMV_PACK=0 -- "[gemv-wide]"
 # the wgmma GEMM configs (5..8: wg256, wg128, wg128n, wg64n), each with a K split forced (Note [K
 # split]: 3 and 8 slices; the unsplit configs run in the cases above); where the device has no wgmma
 # the mma.sync configs run instead
@@ -77,7 +79,8 @@ for i in "${!names[@]}"; do
 done
 grep -h -E "base seed|worst \|\|y|All tests passed" "$logs/run0.log"
 echo "fp4_gpu_tests: $passed of ${#names[@]} runs passed (the unforced binary, 28 forced decode plans, the ring on /"
-echo "  off, streamed x at G = 1, 2, 4, 8, the wide row blocks on / off, 8 wgmma configs x K splits); logs in $logs"
+echo "  off, streamed x at G = 1, 2, 4, 8, the wide row blocks on / off and unpacked, 8 wgmma configs x K splits);"
+echo "  logs in $logs"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   VSTACK_KERNELS_LIB="$build/kernels/libvstack_kernels.so" PYTHONPATH="$root/python" \
     python3 "$here/test_fp4_torch.py" || status=1

@@ -476,7 +476,9 @@ struct WideSetting {
 // device: N of ceil(tiles / SMs) = GX with a ragged last tile and a last row block with tiles past N; K
 // of one slice (1024), three with a last one of one chunk (2112: not NF4_DQ's, whose rows there span two
 // scale2 groups), four (4096, at GX = 3, 6, 7); 1, 8, 9 and 16 mma columns (M = 16 at GX >= 6: the most
-// sums, 119 KB, over the x buffers, the code table and region B).
+// sums, 119 KB, over the x buffers, the code table and region B). M = 1, 2 (f16) and 4 (bf16) pack their
+// columns (Note [Packed columns]) where wide_pack says: NVFP4 at M <= 2, MXFP4 at M <= 4 but with bf16
+// from kWideMxFoldMinGx on (the fold by the range flag).
 // Unforced the launcher takes them wherever an instance applies; run.sh runs the case again with them
 // forced on (an error where an instance applies and this device cannot run it) and off.
 TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant][gemv-wide]") {
@@ -489,7 +491,8 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
     const int64_t n = ws.n(gx);
     // K = 2112 and 4160 (33, 65 chunks): NF4_DQ rows span two scale2 groups, which the instances up to
     // kWideDq2Max take
-    const MatmulShape shapes[] = {{1, n, 2112}, {8, n, 4096}, {16, n, 1024}, {9, n, 4096}, {12, n, 4160}};
+    const MatmulShape shapes[] = {{1, n, 2112},  {8, n, 4096}, {16, n, 1024}, {9, n, 4096},
+                                  {12, n, 4160}, {2, n, 2112}, {4, n, 1024}};
     for (const MatmulShape& s : shapes) {
       if ((s.m == 9 && gx != 7) || (s.m == 8 && gx != 3 && gx != 6) || (s.m == 12 && gx > kWideDq2Max)) continue;
       for (Format f : kFormats) {
@@ -498,7 +501,7 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
         const bool applies = !(two_groups && gx > kWideDq2Max) && forced != 0;
         CHECK(want == (applies ? gx : 0));
         wide_cases += want > 0;
-        check_matmul(s, f, s.m == 8 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
+        check_matmul(s, f, s.m == 8 || s.m == 2 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
         if (f == Format::mxfp4 && s.m > 8) {  // M = 9..16: MXFP4 without the flag (bf16's vote), and f16's fold
           check_matmul(s, f, VSTACK_DTYPE_BF16, s.m % 2 == 1, rng, 0, 0, Launch{nullptr, false, false});
           check_matmul(s, f, VSTACK_DTYPE_F16, s.m % 2 == 1, rng);
@@ -506,8 +509,8 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
       }
     }
   }
-  // 17 shapes x 4 formats, but NF4_DQ at K = 2112 with GX > kWideDq2Max (4); none when forced off
-  CHECK(wide_cases == (forced == 0 ? 0 : 4 * 17 - 4));
+  // 29 shapes x 4 formats, but NF4_DQ at K = 2112 with GX > kWideDq2Max (8); none when forced off
+  CHECK(wide_cases == (forced == 0 ? 0 : 4 * 29 - 8));
 }
 
 // MXFP4 with bf16 x at M = 9..16 folds a chunk's E8M0 scales into A where the warp's vote finds every byte
@@ -521,14 +524,17 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
 // down the fp32 path); f16 with the flag 1 takes its fp32 path, and with the zero block alone (flag 2) folds
 // every chunk, the zero block's by f16 2 * 0. N ragged as in the case above. M = 5 (MT = 1): the instances
 // of GX >= kWideMxFoldMinGx fold by the flag alone (Note [MXFP4 fold at M <= 8]), and the others and
-// those without the flag take the fp32 path with no vote.
+// those without the flag take the fp32 path with no vote. M = 3 packs its columns (Note [Packed columns]):
+// f16 in every instance, bf16 below kWideMxFoldMinGx (with the flag or not); from there bf16 folds by the
+// flag or takes the fp32 path.
 TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][gemv-wide]") {
   std::mt19937_64 rng(fresh_seed());
   const WideSetting ws;
   REQUIRE(ws.sms >= 16);
   for (int gx = 2; gx <= 7; ++gx) {
     const int64_t n = ws.n(gx);
-    for (const MatmulShape& s : {MatmulShape{16, n, 1024}, MatmulShape{12, n, 2112}, MatmulShape{5, n, 2112}}) {
+    for (const MatmulShape& s :
+         {MatmulShape{16, n, 1024}, MatmulShape{12, n, 2112}, MatmulShape{5, n, 2112}, MatmulShape{3, n, 2112}}) {
       CHECK(ring_wide_tiles(s.m, s.n, s.k, Format::mxfp4, ws.sms, ws.forced) == (ws.forced != 0 ? gx : 0));
       check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, false, rng, -122, 100);
       const int64_t nan_row = n / 3, zero_row = n / 2 + 5;  // different row blocks
