@@ -406,8 +406,9 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // Chunks of a stage per consumer warp (CW) in the wide instances of format f (Note [Two chunks a warp]).
 // CW = 2: 8 consumer warps (wide_threads: 384, registers up to 240 after setmaxnreg) take chunks w and
 // w + 8 of every stage; the epilogue adds half as many partial sums, and each warp has two chunks'
-// lookups to overlap where it had one. NF4 and NF4_DQ only: their chunks add into the sums by FFMA,
-// while NVFP4 and MXFP4 fold the scales into A and accumulate in the mma itself.
+// lookups to overlap where it had one. NF4, NF4_DQ and packed NVFP4 (Note [Packed columns]): their chunks
+// add into the sums by FFMA, while NVFP4 and MXFP4 otherwise fold the scales into A (M > 8) and accumulate
+// in the mma itself.
 // Note [Two chunks a warp] (H100, driver 580.159.04, 2026-11-24, bench_fp4.py bf16, three alternations a
 // call against 16 warps; bench/RESULTS.md "Session 24"): NF4 / NF4_DQ at M = 16 0.95-0.99 (14336x4096
 // NF4_DQ 73.0 -> 75.9 % of the read stream), at M = 1 / 8 0.97-1.00. NVFP4 (two sets of sums, so that no
@@ -416,7 +417,10 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // An upper bound measured first (an epilogue adding one warp's sums, wrong results): 0.93-0.95 at
 // 14336x4096 M = 16, 0.98-1.0 at 4096x14336.
 // The same choice at both MT (measured at both).
-constexpr int wide_chunk_warps(Format f) { return f == Format::nf4 || f == Format::nf4_dq ? 2 : 1; }
+// pack: NVFP4's packed instances too (Note [Packed columns]: their chunks add into the sums by FFMA).
+constexpr int wide_chunk_warps(Format f, bool pack = false) {
+  return f == Format::nf4 || f == Format::nf4_dq || (pack && f == Format::nvfp4) ? 2 : 1;
+}
 // Note [Packed columns]. At M = 1 the wide kernel's mma uses one of its 8 columns, yet a chunk of NVFP4
 // (four scale groups: one a k16 step) costs each lane 16 FFMA and 8 scale conversions to scale the four
 // steps' partials of all 8 columns. Where M x NG <= 8 (NG = chunk_groups: NVFP4 4, MXFP4 2), column
@@ -438,6 +442,10 @@ constexpr int wide_chunk_warps(Format f) { return f == Format::nf4 || f == Forma
 // MXFP4 f16 M <= 4 1.007-1.015, 1.06 at GX 7 (the spill); bf16 at GX 2-3 0.992-1.005. A first version
 // whose epilogue added a row's NG columns from shared memory (4 x 16 reads an output) ran 0.5-1.4 % slower
 // than unpacked at GX 7 (14336x4096) and 0.6-3.7 % faster at GX 2 and 4.
+// Packed, NVFP4's chunks add into the sums by FFMA as NF4's do, so it takes two chunks a warp too (Note [Two
+// chunks a warp]): against one (lab builds, same call, three rounds) 0.983-0.994 at GX 4..7 and 4096x14336,
+// 1.000 at 4096^2, 0.999-1.003 at GX 3 (M = 1, 2; 8192^2 M = 1 11.25 -> 11.10 us, 78.6 % of the stream).
+// MXFP4's packed instances stay at one: two ran 1.08-1.12x (its E8M0 decode, as unpacked in session 24).
 // MXFP4 at M <= 8 with bf16 x folds its scales into A from this GX on (Note [MXFP4 fold at M <= 8] in
 // quant/gemv_kernel.cuh).
 inline constexpr int kWideMxFoldMinGx = 4;

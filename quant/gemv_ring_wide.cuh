@@ -36,7 +36,7 @@ namespace vstack::quant {
 // for 8. ptxas allocates the consumers' code up to the setmaxnreg count (R237 in the CW = 2 SASS), not the
 // launch's. docs/NOTES.md has the measurements.
 template <Format F, typename T, int MT, int GX, bool PK = false>
-__global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
+__global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
     fp4_gemv_wide_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using D = dev::Dt<T>;
@@ -49,13 +49,13 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
   extern __shared__ __align__(128) uint8_t smem[];
   constexpr int kR = wide_ring_slices(GX, SB, MT);  // slices of K a round of the ring
   constexpr int slots = wide_ring_slots(GX, SB, MT);  // as the launch's wide_layout (a.slots is not read)
-  constexpr int CW = wide_chunk_warps(F);  // chunks of a stage per consumer warp: warp, warp + W, ...
+  constexpr int CW = wide_chunk_warps(F, PK);  // chunks of a stage per consumer warp: warp, warp + W, ...
   constexpr int W = wide_warps(CW);            // consumer warps
   // Two chunks add into one set of sums: fine where each chunk's mma starts from zero and is added by
   // FFMA, a chain through both chunks where the mma accumulates into the sums (the folded scales).
-  static_assert(CW == 1 || F == Format::nf4 || F == Format::nf4_dq, "one set of sums for the warp's chunks");
+  static_assert(CW == 1 || F == Format::nf4 || F == Format::nf4_dq || PK, "one set of sums for the warp's chunks");
   constexpr int NG = chunk_groups(F);
-  static_assert(!PK || (MT == 1 && CW == 1 && NG > 1), "packed columns: one column tile, several scale groups");
+  static_assert(!PK || (MT == 1 && NG > 1), "packed columns: one column tile, several scale groups");
   constexpr int FGX = PK ? 0 : GX;  // the MXFP4 fold's instance (none where the columns are packed)
   const uint32_t base = hp::smem_addr(smem);
   if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
@@ -163,6 +163,8 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
   // This lane's x fragments: chunk `warp` of the slice, rows (lane & 7) + 8 mt (chunk warp + W c: W M lines
   // on, the same swizzle)
   int xoff[2];
+  const int xstep = W * p.m * 128;
+  int xst[2] = {xstep, xstep};  // chunk warp + W c's lines: xst c on (0 for the zero line)
   constexpr int kShift = PK ? (NG == 4 ? 2 : 1) : 0;  // PK: column c takes x row c / NG
   gemv::ring_x_offsets(xoff, warp * p.m, lane, 0, kShift);
   if constexpr (PK) {  // and zero outside the steps of scale group c % NG: the row of the x buffers' zero line
@@ -172,14 +174,16 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
       const int stp = 2 * h + (mi >> 1), piece = stp * 2 + (mi & 1);
       // a piece the matrix's real rows (lines warp M + c / NG) do not use: no bank conflict
       const int vline = warp * p.m + (8 >> kShift);
-      if (c % NG != stp / (4 / NG)) xoff[h] = kWideZeroLine * 128 + ((piece ^ (vline & 7)) * 16);
+      if (c % NG != stp / (4 / NG)) {
+        xoff[h] = kWideZeroLine * 128 + ((piece ^ (vline & 7)) * 16);
+        xst[h] = 0;
+      }
     }
   }
   const auto pack = [&] {
     if constexpr (PK) return gemv::Packed(lane);
     else return gemv::NoPack{};
   }();
-  const int xstep = W * p.m * 128;
   hp::named_barrier_sync(1, W * 32);
   gemv::RingLane<F, T> ln(p, warp, lane);  // this lane's bytes of chunk `warp` in a slot, and the epilogue's
   auto& [lane4, code_off, scale_off, gs, bias, y] = ln;
@@ -236,7 +240,7 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F)), 1)
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128 + c * xstep;
+            for (int h = 0; h < 2; ++h) xo[mt][h] = xoff[h] + mt * 8 * 128 + c * xst[h];
           gemv::x_fragments<MT, false>(bx[c], xbuf(xs), xo, 0);
         }
         __syncwarp();
@@ -330,7 +334,7 @@ cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
   const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F), GX);
   RingArgs a = ring_args(l, l.slots);
   return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX, PK>, p, a, blocks, stream,
-                               wide_threads(wide_chunk_warps(F)));
+                               wide_threads(wide_chunk_warps(F, PK)));
 }
 
 // The instance of GX (ring_wide_instance: 2..7): whether this device runs it, and its launch.
@@ -342,7 +346,7 @@ struct WideInstance {
   template <int GX>
   static bool fits() {
     if constexpr (!kExists<GX>) return false;
-    else return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX, PK>, wide_threads(wide_chunk_warps(F))>();
+    else return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX, PK>, wide_threads(wide_chunk_warps(F, PK))>();
   }
   static bool usable(int gx) {
     static_assert(kRingWideMax == 7, "an instance per GX below");
