@@ -210,7 +210,8 @@ __device__ __forceinline__ void x_fragments(uint32_t (&bx)[MT][4][2], const uint
 // acc. lookup(w, i): the table entry of byte i of code word w. Shared by the register-load kernel and
 // the ring kernel (quant/gemv_ring.cuh).
 // NF4_DQ: g2(h) is the scale2 group value of row g + 8 h at this chunk, or (NoG2) it is loaded here.
-// Pack: NoPack, or the lane's Packed (Note [Packed columns] in quant/gemv_plan.hpp; bx masked by the caller).
+// Pack: NoPack, or the lane's Packed (Note [Packed columns] in quant/gemv_plan.hpp; bx holds x only in the
+// columns of each step's scale group).
 struct NoG2 {};
 struct NoPack {};
 struct Packed {
@@ -258,10 +259,11 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // per block (mxfp4_fold_byte in format.hpp): MXFP4 8192^2 GEMM layout bf16 75.9-76.7 -> 79.1-79.8 us.
 // Note [MXFP4 fold at M <= 8]. At MT = 1 the wide kernel's MXFP4 instances of GX >= kWideMxFoldMinGx
 // (quant/gemv_plan.hpp) fold too, bf16 only and by the flag only (no vote; without the flag their fp32 path,
-// as before); GX = 0: any other kernel, and the wide instances that pack columns (Note [Packed columns]). In the fp32 path every chunk decodes four E8M0 scales (~10 SASS with the NaN and zero
-// selects) and adds 8 FFMA, and the GX = 7 instance (14336x4096) spilled 28 bytes; the fold's loop is
-// ~71 SASS a tile-chunk against ~97 there, with no spill. Its cost is the chain: the chunk's four mma
-// accumulate into the sums one after another, where the fp32 path's two groups start from zero.
+// as before); GX = 0: any other kernel, and the wide instances that pack columns (Note [Packed columns]).
+// In the fp32 path every chunk decodes four E8M0 scales (~10 SASS with the NaN and zero selects) and adds
+// 8 FFMA, and the GX = 7 instance (14336x4096) spilled 28 bytes; the fold's loop is ~71 SASS a tile-chunk
+// against ~97 there, with no spill. Its cost is the chain: the chunk's four mma accumulate into the sums
+// one after another, where the fp32 path's two groups start from zero.
 // Measured (H200, driver 580.159.04, 2026-11-28, bench_fp4.py --decode, bf16, M = 1..8, three rounds in
 // rotated order; the lab and its control both rebuilt by .devbuild/lab2.sh, docs/NOTES.md session 31):
 // GX 7 (14336x4096) 0.955, GX 6 (12288x4096) and GX 5 (10240x8192) 0.985, GX 4 (8192^2) 0.977-0.984.
@@ -315,7 +317,8 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
     mma_scaled_steps<T, MT>(acc, bx, lo, hi, lookup, [&](int stp) { return D::from_f16x2(sg[stp]); });
     return;
   }
-  if constexpr (F == Format::mxfp4 && (MT == 2 || Fold::value) && std::is_same_v<T, __nv_bfloat16>) {  // Note [NVFP4 scale in A]
+  // Note [NVFP4 scale in A]; at MT = 1 by the flag (Note [MXFP4 fold at M <= 8])
+  if constexpr (F == Format::mxfp4 && (MT == 2 || Fold::value) && std::is_same_v<T, __nv_bfloat16>) {
     // E8M0 bytes e in 64..191 (bits 7 and 6 differ): bf16 2^(e - 127) is e << 7, and its products with
     // E2M1 values are normal bf16, exact. Where any byte of the warp's chunk lies outside: the fp32 path,
     // unless the tensor's range flag says every chunk folds (Fold, Note [MXFP4 range flag]).
@@ -337,8 +340,8 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
     return;
   }
 #endif
-  constexpr int G = block_size(F) / 16;  // k16 steps per scale
-  constexpr int NG = 4 / G;              // scales per row and chunk
+  constexpr int NG = chunk_groups(F);  // scales per row and chunk
+  constexpr int G = 4 / NG;            // k16 steps per scale
   if constexpr (!std::is_same_v<Pack, NoPack>) {  // Note [Packed columns]: this lane's columns 2 r, 2 r + 1
     static_assert(MT == 1 && NG > 1 && (F == Format::nvfp4 || F == Format::mxfp4), "packed columns");
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};

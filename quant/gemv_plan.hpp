@@ -428,8 +428,8 @@ constexpr int wide_chunk_warps(Format f, bool pack = false) {
 // ldmatrix rows point at a zero line of the x buffer: no instruction a slice), so one mma chain over the
 // chunk's four steps leaves each (row, group) partial in its own column: a lane's four sums are four
 // (row, group) pairs, each scaled by one FFMA, and the epilogue adds a row's NG columns (in the lane and
-// across a lane pair) before the warps' sums meet. NVFP4 per tile-chunk: 4 FFMA and 2 + 4 conversions (one PRMT picks the
-// lane's two groups) against 16 and 4 + 8. MXFP4: 4 FFMA against 8, the same E8M0 decode; where its
+// across a lane pair) before the warps' sums meet. NVFP4 per tile-chunk: 4 FFMA and 2 + 4 conversions (one
+// PRMT picks the lane's two groups) against 16 and 4 + 8. MXFP4: 4 FFMA against 8, the same E8M0 decode; where its
 // bf16 instances fold by the range flag (kWideMxFoldMinGx) the fold has no FFMA at all and stays. NF4
 // (one group a chunk) gains nothing. The cost: the four mma of a chunk are one chain where they were four
 // (the next tile's lookups overlap it). SASS of the NVFP4 bf16 loop: 64 instructions a tile-chunk against

@@ -307,11 +307,11 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
         }
         if constexpr (F == Format::nf4_dq) {
           auto g2 = [&](int h) { return kc < g2k[h] ? g2a[h] : g2b[h]; };
-          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), decltype(g2)>(acc, p, bx, g, kc_total, 0, kc, lo, hi,
-                                                                             s_a, s_b, n0, lookup, g2);
+          gemv::chunk_mma_bx<F, T, MT, decltype(lookup), decltype(g2)>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a,
+                                                                       s_b, n0, lookup, g2);
         } else {
-          gemv::chunk_mma_bx<F, T, MT, decltype(lookup)>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0,
-                                                                lookup, gemv::NoG2{}, fold);
+          gemv::chunk_mma_bx<F, T, MT, decltype(lookup)>(acc, p, bx, g, kc_total, 0, kc, lo, hi, s_a, s_b, n0, lookup,
+                                                         gemv::NoG2{}, fold);
         }
       }
       // The row block's sums, each tile's C warps in warp order. Two buffers: the barrier of row block

@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
     const int mi = lane >> 3, c = lane & 7;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int stp = 2 * h + (mi >> 1), piece = stp * 2 + (mi & 1);
+      const int stp = 2 * h + (mi >> 1), piece = stp * 2 + (mi & 1);  // as ring_x_offsets'
       // a piece the matrix's real rows (lines warp M + c / NG) do not use: no bank conflict
       const int vline = warp * p.m + (8 >> kShift);
       if (c % NG != stp / (4 / NG)) {
@@ -269,8 +269,8 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
               gemv::chunk_mma_bx<F, T, MT, decltype(lookup), decltype(g2)>(
                   acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c], s_a[c], s_b[c], n0, lookup, g2);
             } else {
-              gemv::chunk_mma_bx<F, T, MT, decltype(lookup)>(acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c], s_a[c],
-                                                             s_b[c], n0, lookup, gemv::NoG2{}, fold, pack);
+              gemv::chunk_mma_bx<F, T, MT, decltype(lookup)>(acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c],
+                                                             s_a[c], s_b[c], n0, lookup, gemv::NoG2{}, fold, pack);
             }
           }
         }
