@@ -220,7 +220,14 @@ inline constexpr int64_t kRingSmem = 227 * 1024;          // dynamic shared memo
 // us after the wait against 0.7-0.9) and M = 16 ran 2-7 % slower; with 2 every cell of 27 (3 shapes x
 // M = 1, 8, 16 x NVFP4, MXFP4, NF4) ran 0.4-4.3 % faster than with none (median of two alternations;
 // 1 stage and 3 were in between), but 4096^2 M = 16 2.4-4.2 % slower (not understood; docs/NOTES.md).
-// VSTACK_GEMV_RING_EARLY=<n> (0..kRingMaxSlots) sets it for benchmarks.
+// The wide kernel's producer issues those boxes as soon as it has initialised the barriers, before the CTA
+// barrier that waits for the consumers' table (32 KB of shared stores at ~128 bytes a cycle: ~0.13 us of
+// every CTA's start), so they travel while the table is built: 0.977x the time over 80 cells (four
+// formats, the four bar shapes, M = 1..16; NF4 formats 0.93-0.98, 4096^2 0.93-0.99, none slower than
+// 1.003; H200, session 33; bench/RESULTS.md). The ring kernel's did not gain as a whole (2048x8192
+// 0.96-0.97 at M <= 8, 1.00-1.01 at M = 16; 28672x4096 1.00-1.02; its loop got one SASS instruction
+// longer), so it still issues them after the barrier. VSTACK_GEMV_RING_EARLY=<n> (0..kRingMaxSlots)
+// sets the count for benchmarks.
 
 // The ring kernel's buffers, valid wherever dynamic shared memory starts in [0, kRingBaseMax]: region
 // A, [0, 0x10000 - kRingBaseMax) from the start of dynamic shared memory, holds the consumer warps'

@@ -79,6 +79,23 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
   const int S = (kc_total + kRingChunks - 1) / kRingChunks;  // slices of K
   const int early = min(min(a.early, slots), S * GX);        // stages whose weights precede the wait
 
+  const uint32_t w_bytes = static_cast<uint32_t>(kRingChunks * (512 + 16 * SB));
+  const uint32_t x_bytes = static_cast<uint32_t>(kRingChunks * a.l.x_pitch);
+  uint64_t pol_w = 0, pol_x = 0;
+  // stage i's weight boxes into slot `slot`: slice i / GX of tile t0 + i % GX; a tile past N gets no
+  // copy (the phase completes; its rows are never stored)
+  auto load_stage = [&](int i, int slot) {
+    const int t = t0 + i % GX;
+    if (t >= tiles) {
+      hp::mbar_arrive(&full[slot]);
+      return;
+    }
+    uint8_t* dst = wbuf + slot * kSlot;
+    hp::mbar_arrive_expect_tx(&full[slot], w_bytes);
+    hp::tma_load_3d(dst, &a.mw, &full[slot], 0, i / GX * kRingChunks, t, pol_w);
+    hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, i / GX * kRingChunks, t, pol_w);
+  };
+
   gemv::pdl_launch_dependents();
   if (warp < W) {
 #pragma unroll
@@ -96,6 +113,13 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
       hp::mbar_init(&xempty[s], W);
     }
     hp::fence_barrier_init();
+    // the weights of the first stages (Note [Early weights]), while the consumers build the table
+    hp::prefetch_tensor_map(&a.mw);
+    hp::prefetch_tensor_map(&a.ms);
+    hp::prefetch_tensor_map(&a.mx);
+    pol_w = hp::l2_policy(false);
+    pol_x = hp::l2_policy(true);
+    for (int i = 0; i < early; ++i) load_stage(i, i);
     // L2 prefetch of the pf_stages stages after the early ones (not x: the previous kernel may be
     // writing it)
     for (int i = early; i < early + a.pf_stages && i < S * GX; ++i) {
@@ -106,30 +130,6 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
     }
   }
   __syncthreads();
-  const uint32_t w_bytes = static_cast<uint32_t>(kRingChunks * (512 + 16 * SB));
-  const uint32_t x_bytes = static_cast<uint32_t>(kRingChunks * a.l.x_pitch);
-  uint64_t pol_w = 0, pol_x = 0;
-  // stage i's weight boxes into slot `slot`: slice i / GX of tile t0 + i % GX; a tile past N gets no
-  // copy (the phase completes; its rows are never stored)
-  auto load_stage = [&](int i, int slot) {
-    const int t = t0 + i % GX;
-    if (t >= tiles) {
-      hp::mbar_arrive(&full[slot]);
-      return;
-    }
-    uint8_t* dst = wbuf + slot * kSlot;
-    hp::mbar_arrive_expect_tx(&full[slot], w_bytes);
-    hp::tma_load_3d(dst, &a.mw, &full[slot], 0, i / GX * kRingChunks, t, pol_w);
-    hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, i / GX * kRingChunks, t, pol_w);
-  };
-  if (warp == W && lane == 0) {
-    hp::prefetch_tensor_map(&a.mw);
-    hp::prefetch_tensor_map(&a.ms);
-    hp::prefetch_tensor_map(&a.mx);
-    pol_w = hp::l2_policy(false);
-    pol_x = hp::l2_policy(true);
-    for (int i = 0; i < early; ++i) load_stage(i, i);  // the weights of the first stages (Note [Early weights])
-  }
   gemv::pdl_wait();
 
   if (warp >= W) {  // the producer: lane 0 of warp W
