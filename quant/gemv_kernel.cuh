@@ -51,17 +51,23 @@
 // L1/TEX (LDS + LDSM + LDG) 62 % busy. Tried and dropped: an L2 bulk prefetch
 // (cp.async.bulk.prefetch.L2) of the next row block's codes (slower: 29.4 vs
 // 24.8 us); 2 CTAs x 8 warps per SM with a 32 KB table (26-27 us).
-// Note [NVFP4 scale in A]. The exception to "decoded without their scale": NVFP4 at MT = 2 (M = 9..16)
-// on sm_89+. An E2M1 value (at most 2 significant bits) times an E4M3 scale (at most 4, exponents
-// 2^-9..2^8) has at most 6 significant bits in 2^-10..2688, so the product is exact in bf16 and in f16
-// (normal or subnormal). So the fragment is multiplied by its rows' scales in x's dtype (HMUL2 with a
-// half broadcast, free in the operand) and the mma accumulates straight into acc: per tile-chunk 16 HMUL2,
-// 2 PRMT and the scale conversions (4 CVT; bf16 also widens and repacks) in place of 32 FFMA and the
-// group accumulators (98 -> 88.5 SASS at MT = 2 GX = 4, bf16). Measured (H100, 2026-11-23, bench_fp4.py
-// M = 16, 6 alternations against the fp32-scale build): NVFP4 0.978-0.988 on the seven bench shapes, the
-// other formats 0.990-1.004; the worst error statistic of the GPU matmul case unchanged under a replayed
-// seed. NF4 scales are fp32 and its values are not exact; at MT = 1 the FFMAs are half as many, so it was
-// not tried there.
+// Note [NVFP4 scale in A]. The exception to "decoded without their scale": NVFP4 at MT = 2 (M = 9..16), and at MT = 1
+// where nvfp4_scale_in_a says (below), on sm_89+. An E2M1 value (at most 2 significant bits) times an E4M3 scale (at
+// most 4, exponents 2^-9..2^8) has at most 6 significant bits in 2^-10..2688, so the product is exact in bf16 and in
+// f16 (normal or subnormal). So the fragment is multiplied by its rows' scales in x's dtype (HMUL2 with a half
+// broadcast, free in the operand) and the mma accumulates straight into acc: per tile-chunk 16 HMUL2, 2 PRMT and the
+// scale conversions (4 CVT; bf16 also widens and repacks) in place of 32 FFMA and the group accumulators (98 -> 88.5
+// SASS at MT = 2 GX = 4, bf16). Measured (H100, 2026-11-23, bench_fp4.py M = 16, 6 alternations against the fp32-scale
+// build): NVFP4 0.978-0.988 on the seven bench shapes, the other formats 0.990-1.004; the worst error statistic of the
+// GPU matmul case unchanged under a replayed seed. NF4 scales are fp32 and its values are not exact.
+// At MT = 1 (M = 3..8, where the columns are not packed) there are 16 FFMA a tile-chunk to replace, not 32:
+// f16 x saves 5 SASS (78.5 -> 73 at GX 4), bf16 x costs 6 more (85: its scales are widened and repacked).
+// Measured (H200, driver 580.159.04, 2026-11-28, bench_fp4.py --decode, M = 3, 4, 8, three rounds in rotated
+// order (f16 two), a lab against its control built the same way; bench/RESULTS.md "Session 34"): f16 0.954-0.992
+// at every wide GX (2..7; 8192^2 0.954, 12288x4096 0.97, 4096^2 and 4096x14336 0.98), 0.997-1.000 in the ring
+// kernel (28672x4096) and at 2048x8192; bf16 0.982-0.984 at GX 4 (8192^2 74.4 -> 75.6 % of the read stream),
+// 0.994-0.996 at GX 5, but 1.00-1.015 at GX 3, 1.007-1.010 at GX 6, 1.016-1.024 at GX 2 and 7, 1.06 in the ring
+// kernel. So nvfp4_scale_in_a (quant/gemv_plan.hpp) takes it at MT = 1 for f16 and, for bf16, at GX 4 and 5.
 // MXFP4 folds with bf16 x only, and only where the scale is in 2^-63..2^64 (E8M0 spans 2^-127..2^127,
 // beyond f16; bf16 2^(e - 127) is just e << 7): a warp whose chunk holds any other scale byte (0, 0xFF
 // NaN, the tiny scales of the tests, zero-filled rows past N) takes the fp32 path for that chunk, by a
@@ -302,15 +308,18 @@ __device__ __forceinline__ void with_fold(bool all, Body&& body) {
   body(std::false_type{});
 }
 
+// Gx: the wide instance's GX as std::integral_constant (0: any other kernel), for nvfp4_scale_in_a.
 template <Format F, typename T, int MT, typename Lookup, typename G2 = NoG2, typename Fold = std::false_type,
-          typename Pack = NoPack>
+          typename Pack = NoPack, typename Gx = std::integral_constant<int, 0>>
 __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmParams& p, const uint32_t (&bx)[MT][4][2],
                                              int g, int kc_total, int kc0, int kc, uint2 lo, uint2 hi, uint32_t s_a,
                                              uint32_t s_b, int n0, Lookup lookup, G2 g2 = {}, Fold = {},
-                                             Pack pack = {}) {
+                                             Pack pack = {}, Gx = {}) {
   using D = dev::Dt<T>;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  if constexpr (F == Format::nvfp4 && MT == 2) {  // Note [NVFP4 scale in A]
+  // Note [NVFP4 scale in A]; not where the columns are packed (their scales are per column)
+  if constexpr (F == Format::nvfp4 && std::is_same_v<Pack, NoPack> &&
+                nvfp4_scale_in_a(std::is_same_v<T, __nv_bfloat16>, MT, Gx::value)) {
     uint32_t sg[4];  // scale group j of rows (g, g + 8) as f16x2
     e4m3x4_to_f16x2(__byte_perm(s_a, s_b, 0x5140), sg[0], sg[1]);
     e4m3x4_to_f16x2(__byte_perm(s_a, s_b, 0x7362), sg[2], sg[3]);

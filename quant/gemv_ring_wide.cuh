@@ -270,7 +270,8 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
                   acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c], s_a[c], s_b[c], n0, lookup, g2);
             } else {
               gemv::chunk_mma_bx<F, T, MT, decltype(lookup)>(acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c],
-                                                             s_a[c], s_b[c], n0, lookup, gemv::NoG2{}, fold, pack);
+                                                             s_a[c], s_b[c], n0, lookup, gemv::NoG2{}, fold, pack,
+                                                             std::integral_constant<int, GX>{});
             }
           }
         }

@@ -665,6 +665,17 @@ TEST_CASE("the wide kernel packs columns where M x the scale groups fit 8", "[qu
     }
 }
 
+// Note [NVFP4 scale in A]: the measured choice of the scale-in-A path at MT = 1 (f16 x everywhere, bf16 x at GX 4, 5).
+TEST_CASE("NVFP4's scales multiply A at MT = 2, and at MT = 1 where it measured faster", "[quant][heuristics]") {
+  for (int gx = 0; gx <= kRingWideMax; ++gx) {
+    INFO("gx " << gx);
+    CHECK(nvfp4_scale_in_a(true, 2, gx));
+    CHECK(nvfp4_scale_in_a(false, 2, gx));
+    CHECK(nvfp4_scale_in_a(false, 1, gx));
+    CHECK(nvfp4_scale_in_a(true, 1, gx) == (gx == 4 || gx == 5));
+  }
+}
+
 // The settings the launchers read to force a plan (quant/env.hpp): out-of-range values mean unset.
 TEST_CASE("forcing settings from the environment", "[quant][heuristics]") {
   const char* n = "VSTACK_TEST_SETTING";
