@@ -459,11 +459,9 @@ inline constexpr int kWideMxFoldMinGx = 4;
 // Scale groups of a 64-k chunk.
 constexpr int chunk_groups(Format f) { return 64 / block_size(f); }
 // Whether NVFP4's block scales multiply the A fragments in x's dtype (Note [NVFP4 scale in A] in
-// quant/gemv_kernel.cuh) at MT column tiles, in the wide instance of GX tiles (gx = 0: any other kernel),
-// where the columns are not packed. MT = 2 always. MT = 1 (M = 3..8) with f16 x everywhere; with bf16 x
-// only at GX 4 and 5: there each E4M3 scale pair costs a widening to fp32 and a repack to bf16 (6 SASS
-// more a tile-chunk than the fp32 path, 85 against 78.5 at GX 4; f16 73), and the measured gain
-// depended on GX (Note [NVFP4 scale in A]).
+// quant/gemv_kernel.cuh, with the measurements) at MT column tiles, in the wide instance of GX tiles
+// (gx = 0: any other kernel), where the columns are not packed: MT = 2 always; MT = 1 (M = 3..8) with f16
+// x everywhere, with bf16 x (whose scales are widened and repacked) only at the GX where it measured faster.
 constexpr bool nvfp4_scale_in_a(bool bf16, int mt, int gx) { return mt == 2 || !bf16 || gx == 4 || gx == 5; }
 // Whether the wide kernel of GX tiles a row block packs its columns at M (bf16: x's dtype).
 constexpr bool wide_pack(Format f, bool bf16, int64_t m, int64_t gx) {
