@@ -258,13 +258,17 @@ VSTACK_HD constexpr uint32_t mxfp4_range_level(uint32_t pair) {
 VSTACK_HD bool e8m0x4_special(uint32_t w) {
   return ((((w - 0x01010101u) & ~w) | ((~w - 0x01010101u) & w)) & 0x80808080u) != 0;
 }
-VSTACK_HD void e8m0x4_value(uint32_t lo, uint32_t hi, float (&s)[4]) {  // lo, hi < 2^16
+// e8m0x4_value where no byte is 0 or 255 (else 0 or Inf for those): bits 23.. of each float.
+VSTACK_HD void e8m0x4_value_normal(uint32_t lo, uint32_t hi, float (&s)[4]) {  // lo, hi < 2^16
   const uint32_t w = lo | (hi << 16);
   s[0] = bits_f32((w << 23) & 0x7F800000u);
   s[1] = bits_f32((w << 15) & 0x7F800000u);
   s[2] = bits_f32((w << 7) & 0x7F800000u);
   s[3] = bits_f32((w >> 1) & 0x7F800000u);
-  if (e8m0x4_special(w)) {
+}
+VSTACK_HD void e8m0x4_value(uint32_t lo, uint32_t hi, float (&s)[4]) {  // lo, hi < 2^16
+  e8m0x4_value_normal(lo, hi, s);
+  if (e8m0x4_special(lo | (hi << 16))) {
     s[0] = e8m0_value_sel(lo & 0xFFu);
     s[1] = e8m0_value_sel(lo >> 8);
     s[2] = e8m0_value_sel(hi & 0xFFu);

@@ -277,10 +277,24 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // but against a stale base whose modules lacked that session's __constant__, worth 1.3-5.8 % a call
 // (docs/NOTES.md session 31); net of that it was about even, so nothing says it pays. f16 keeps its fp32
 // path at MT = 1: its fold instances spill at GX 6-7 (4-28 bytes, session 30).
+// Note [MXFP4 without the special bytes]. Where the flag is 1 or 2, no block has the E8M0 byte 0 or 255
+// unless its codes are all +-0, and there the plain 2^(e - 127) as e << 23 (scale 0 or Inf) gives 0 x x = 0
+// or Inf x 0 = NaN, as the decode. So every other wide instance at MT = 1 (GX < kWideMxFoldMinGx, f16 x, the
+// packed ones) has a flagged copy of its loop too: the fp32 path with e8m0x4_value_normal, without
+// e8m0x4_value's special-byte branch. Without that branch region ptxas interleaves a warp's two chunks, and
+// MXFP4's packed instances take two chunks a warp as NVFP4's do (Note [Two chunks a warp] in
+// quant/gemv_plan.hpp; with the branch, in session 32, two cost 8-12 %). A tensor without the flag keeps the
+// branch, at two chunks a warp in the packed instances.
+// Measured (H200, driver 580.159.04, 2026-11-29, bench_fp4.py --decode --formats mxfp4, M = 1, 4, 8, two
+// rounds in rotated order, labs nc (the branch-free copy) and nc2 (and two chunks a warp) against a control
+// built the same way; docs/NOTES.md session 35): nc2 bf16 0.986 over 12 cells (4096^2 and 4096x14336 at
+// M = 1, 4: 0.953-0.976; 4096x14336 M = 1 72.7 -> 74.5 % of the read stream), f16 0.975 (packed cells
+// 0.956-0.976, 8192^2 M = 8 0.974); the GX >= 4 bf16 cells, which fold, 0.999-1.002. Except f16's unpacked
+// GX 6, 7: there the second copy made ptxas spill (GX 7 28 -> 52 bytes, GX 6 0 -> 4) and 14336x4096 M = 8 ran
+// 1.010x, so those instances keep one copy (quant/gemv_ring_wide.cuh).
+// GX: the wide instance's (0: any other kernel, which has the flagged copy at MT = 2 only).
 template <Format F, typename T, int MT, int GX = 0>
-inline constexpr bool kFlagFold =
-    F == Format::mxfp4 &&
-    (MT == 2 || (MT == 1 && GX >= kWideMxFoldMinGx && std::is_same_v<T, __nv_bfloat16>));
+inline constexpr bool kFlagFold = F == Format::mxfp4 && (MT == 2 || (MT == 1 && GX > 0));
 // Whether the tensor's range flag lets every chunk fold for x of type T (read once per thread: one uniform
 // load).
 template <Format F, typename T, int MT, int GX = 0>
@@ -289,7 +303,8 @@ __device__ __forceinline__ bool all_fold(const GemmParams& p) {
   if constexpr (kFlagFold<F, T, MT, GX>) {
     if (!p.scale2) return false;
     const float level = __ldg(p.scale2);
-    return level == kMxfp4FoldF16 || (std::is_same_v<T, __nv_bfloat16> && level == kMxfp4FoldBf16);
+    // MT = 1: the fold (bf16) and the fp32 path without the special bytes need level 1 or 2 whatever x's type
+    return level == kMxfp4FoldF16 || ((MT == 1 || std::is_same_v<T, __nv_bfloat16>) && level == kMxfp4FoldBf16);
   }
 #endif
   (void)p;
@@ -326,8 +341,9 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
     mma_scaled_steps<T, MT>(acc, bx, lo, hi, lookup, [&](int stp) { return D::from_f16x2(sg[stp]); });
     return;
   }
-  // Note [NVFP4 scale in A]; at MT = 1 by the flag (Note [MXFP4 fold at M <= 8])
-  if constexpr (F == Format::mxfp4 && (MT == 2 || Fold::value) && std::is_same_v<T, __nv_bfloat16>) {
+  // Note [NVFP4 scale in A]; at MT = 1 by the flag from GX = kWideMxFoldMinGx (Note [MXFP4 fold at M <= 8])
+  if constexpr (F == Format::mxfp4 && std::is_same_v<T, __nv_bfloat16> && std::is_same_v<Pack, NoPack> &&
+                (MT == 2 || (Fold::value && Gx::value >= kWideMxFoldMinGx))) {
     // E8M0 bytes e in 64..191 (bits 7 and 6 differ): bf16 2^(e - 127) is e << 7, and its products with
     // E2M1 values are normal bf16, exact. Where any byte of the warp's chunk lies outside: the fp32 path,
     // unless the tensor's range flag says every chunk folds (Fold, Note [MXFP4 range flag]).
@@ -362,6 +378,7 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
     }
     float s4[4];  // the scales of d's (row, group): rows g, g, g + 8, g + 8; groups (2 r, 2 r + 1) mod NG
     if constexpr (F == Format::nvfp4) gemv::e4m3x4_to_f32(__byte_perm(s_a, s_b, pack.sel), s4);
+    else if constexpr (Fold::value) e8m0x4_value_normal(s_a, s_b, s4);  // Note [MXFP4 without the special bytes]
     else e8m0x4_value(s_a, s_b, s4);  // groups 0, 1 of rows g, g + 8
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[0][e] = fmaf(d[e], s4[e], acc[0][e]);
@@ -372,7 +389,8 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
   constexpr bool kE8m0Pairs = F == Format::mxfp4 && MT == 1;  // MT = 2: ptxas spilled 16 bytes, 3 % slower
   if constexpr (kE8m0Pairs) {  // Note [E8M0 pairs] (quant/format.hpp)
     float s4[4];
-    e8m0x4_value(s_a, s_b, s4);
+    if constexpr (Fold::value) e8m0x4_value_normal(s_a, s_b, s4);  // Note [MXFP4 without the special bytes]
+    else e8m0x4_value(s_a, s_b, s4);
     sc[0][0] = s4[0];
     sc[0][1] = s4[1];
     sc[1][0] = s4[2];

@@ -424,9 +424,11 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // An upper bound measured first (an epilogue adding one warp's sums, wrong results): 0.93-0.95 at
 // 14336x4096 M = 16, 0.98-1.0 at 4096x14336.
 // The same choice at both MT (measured at both).
-// pack: NVFP4's packed instances too (Note [Packed columns]: their chunks add into the sums by FFMA).
+// pack: the packed instances too (Note [Packed columns]: their chunks add into the sums by FFMA); MXFP4's
+// since its loop has a copy without the E8M0 special-byte branch (Note [MXFP4 without the special bytes] in
+// quant/gemv_kernel.cuh).
 constexpr int wide_chunk_warps(Format f, bool pack = false) {
-  return f == Format::nf4 || f == Format::nf4_dq || (pack && f == Format::nvfp4) ? 2 : 1;
+  return f == Format::nf4 || f == Format::nf4_dq || (pack && (f == Format::nvfp4 || f == Format::mxfp4)) ? 2 : 1;
 }
 // Note [Packed columns]. At M = 1 the wide kernel's mma uses one of its 8 columns, yet a chunk of NVFP4
 // (four scale groups: one a k16 step) costs each lane 16 FFMA and 8 scale conversions to scale the four
@@ -452,7 +454,8 @@ constexpr int wide_chunk_warps(Format f, bool pack = false) {
 // Packed, NVFP4's chunks add into the sums by FFMA as NF4's do, so it takes two chunks a warp too (Note [Two
 // chunks a warp]): against one (lab builds, same call, three rounds) 0.983-0.994 at GX 4..7 and 4096x14336,
 // 1.000 at 4096^2, 0.999-1.003 at GX 3 (M = 1, 2; 8192^2 M = 1 11.25 -> 11.10 us, 78.6 % of the stream).
-// MXFP4's packed instances stay at one: two ran 1.08-1.12x (its E8M0 decode, as unpacked in session 24).
+// MXFP4's packed instances stayed at one then: two ran 1.08-1.12x (the E8M0 decode's branch, as unpacked in
+// session 24); without the branch two gained (Note [MXFP4 without the special bytes]).
 // MXFP4 at M <= 8 with bf16 x folds its scales into A from this GX on (Note [MXFP4 fold at M <= 8] in
 // quant/gemv_kernel.cuh).
 inline constexpr int kWideMxFoldMinGx = 4;

@@ -56,7 +56,9 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
   static_assert(CW == 1 || F == Format::nf4 || F == Format::nf4_dq || PK, "one set of sums for the warp's chunks");
   constexpr int NG = chunk_groups(F);
   static_assert(!PK || (MT == 1 && NG > 1), "packed columns: one column tile, several scale groups");
-  constexpr int FGX = PK ? 0 : GX;  // the MXFP4 fold's instance (none where the columns are packed)
+  // The flagged copy's instance (0: none at MT = 1): not f16's unpacked GX 6, 7, where the copy spilled (Note
+  // [MXFP4 without the special bytes] in quant/gemv_kernel.cuh).
+  constexpr int FGX = MT == 1 && !PK && std::is_same_v<T, __half> && GX >= 6 ? 0 : GX;
   const uint32_t base = hp::smem_addr(smem);
   if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
   const int64_t lut_off = kRingLutAddr - base;
@@ -216,7 +218,8 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
         }
       }
   }
-  // Two copies of the loop where MXFP4 folds by the range flag: one without a check (Note [MXFP4 range flag])
+  // Two copies of the loop for MXFP4: one for tensors whose range flag holds, which folds (Note [MXFP4 range
+  // flag]) or skips the E8M0 special bytes (Note [MXFP4 without the special bytes])
   gemv::with_fold<F, T, MT, FGX>(gemv::all_fold<F, T, MT, FGX>(p), [&](auto fold) {
     int phase = 0;
     for (int s0 = 0; s0 < S; s0 += kR, phase ^= 1) {

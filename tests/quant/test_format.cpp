@@ -134,22 +134,27 @@ TEST_CASE("E8M0 pairs decode as e8m0_value, special bytes found exactly", "[quan
     for (uint32_t b : edge) his.push_back(a | (b << 8));
   std::mt19937 rng(12345);
   for (int i = 0; i < 64; ++i) his.push_back(rng() & 0xFFFFu);
-  int64_t wrong = 0, flag_wrong = 0;
+  // e8m0x4_value_normal (Note [MXFP4 without the special bytes]): e8m0_value but 0 for byte 0 and Inf for 255
+  int64_t wrong = 0, flag_wrong = 0, normal_wrong = 0;
   for (uint32_t hi : his)
     for (uint32_t lo = 0; lo < 0x10000u; ++lo) {
       const uint32_t w = lo | (hi << 16);
-      float s[4];
+      float s[4], n[4];
       e8m0x4_value(lo, hi, s);
+      e8m0x4_value_normal(lo, hi, n);
       bool special = false;
       for (int j = 0; j < 4; ++j) {
         const uint32_t b = (w >> (8 * j)) & 0xFFu;
         special = special || b == 0u || b == 0xFFu;
         wrong += f32_bits(s[j]) != f32_bits(e8m0_value(b));
+        const uint32_t want = b == 0u ? 0u : b == 0xFFu ? 0x7F800000u : f32_bits(e8m0_value(b));
+        normal_wrong += f32_bits(n[j]) != want;
       }
       flag_wrong += e8m0x4_special(w) != special;
     }
   CHECK(wrong == 0);
   CHECK(flag_wrong == 0);
+  CHECK(normal_wrong == 0);
 }
 
 TEST_CASE("NF4 table and nearest-value encoding", "[quant][format]") {

@@ -549,7 +549,7 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   STATIC_REQUIRE(2 * 32 * wide_consumer_regs(2) + 32 * kWideProducerRegs <= 16384);
   for (Format f : {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq}) {
     CHECK(wide_chunk_warps(f) == (f == Format::nf4 || f == Format::nf4_dq ? 2 : 1));
-    CHECK(wide_chunk_warps(f, true) == (f == Format::mxfp4 ? 1 : 2));  // packed: NVFP4 takes two too
+    CHECK(wide_chunk_warps(f, true) == 2);  // packed: NVFP4 and MXFP4 take two too
   }
   CHECK(wide_warps(wide_chunk_warps(Format::nf4)) * wide_chunk_warps(Format::nf4) == kRingChunks);
   for (int mt = 1; mt <= 2; ++mt) {
