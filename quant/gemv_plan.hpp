@@ -383,7 +383,7 @@ constexpr int gemv_ring_mode(int64_t m, int64_t n, int64_t k, Format f, bool has
 // the 17-warp instance; GX 6 MXFP4 0.983 / 0.973; the other cells of GX 4, 6, 7 0.98-1.00. So the wide
 // kernel is taken wherever an instance applies (ring_wide_tiles).
 inline constexpr int kRingWideMax = 7;
-// The wide kernel's CTA: the ring kernel's 16 consumer warps (8 for the NF4 formats: wide_chunk_warps
+// The wide kernel's CTA: the ring kernel's 16 consumer warps (8 where chunks add by FFMA: wide_chunk_warps
 // below) and a producer warpgroup (one lane works) that hands registers to the consumers with
 // setmaxnreg, 112 against 96 (a 544-thread CTA of 17 warps gets no more than 96: docs/NOTES.md). The
 // MT = 2 instances spilled 8-64 bytes at 96 and none or a few bytes (MXFP4 at GX >= 5) at 112. A CTA
@@ -410,12 +410,13 @@ inline constexpr int kWideConsumerRegs = wide_consumer_regs(1);
 static_assert(kRingWarps * 32 * kWideConsumerRegs + 128 * kWideProducerRegs <= kWideThreads * kWideLaunchRegs,
               "setmaxnreg within the CTA's registers");
 constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWideMax; }
-// Chunks of a stage per consumer warp (CW) in the wide instances of format f (Note [Two chunks a warp]).
+// Chunks of a stage per consumer warp (CW) in the wide instances (wide_chunk_warps, below; Note [Two chunks a warp]).
 // CW = 2: 8 consumer warps (wide_threads: 384, registers up to 240 after setmaxnreg) take chunks w and
 // w + 8 of every stage; the epilogue adds half as many partial sums, and each warp has two chunks'
-// lookups to overlap where it had one. NF4, NF4_DQ and packed NVFP4 (Note [Packed columns]): their chunks
-// add into the sums by FFMA, while NVFP4 and MXFP4 otherwise fold the scales into A (M > 8) and accumulate
-// in the mma itself.
+// lookups to overlap where it had one. Taken wherever the chunks add into the sums by FFMA
+// (wide_chunks_by_ffma): the NF4 formats, and NVFP4 and MXFP4 where their columns are packed or they take
+// the fp32 scale path; where their scales are in A the mma accumulates through the warp's chunks instead,
+// one chain, and 16 warps of one chunk stay.
 // Note [Two chunks a warp] (H100, driver 580.159.04, 2026-11-24, bench_fp4.py bf16, three alternations a
 // call against 16 warps; bench/RESULTS.md "Session 24"): NF4 / NF4_DQ at M = 16 0.95-0.99 (14336x4096
 // NF4_DQ 73.0 -> 75.9 % of the read stream), at M = 1 / 8 0.97-1.00. NVFP4 (two sets of sums, so that no
@@ -426,10 +427,14 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // The same choice at both MT (measured at both).
 // pack: the packed instances too (Note [Packed columns]: their chunks add into the sums by FFMA); MXFP4's
 // since its loop has a copy without the E8M0 special-byte branch (Note [MXFP4 without the special bytes] in
-// quant/gemv_kernel.cuh).
-constexpr int wide_chunk_warps(Format f, bool pack = false) {
-  return f == Format::nf4 || f == Format::nf4_dq || (pack && (f == Format::nvfp4 || f == Format::mxfp4)) ? 2 : 1;
-}
+// quant/gemv_kernel.cuh). Then every unpacked instance on the fp32 scale path (H200, driver 580.159.04,
+// 2026-11-29, lab fcw against a control built the same way, three rotated rounds, M = 3, 4, 8; bench/RESULTS.md
+// "Session 36"): NVFP4 bf16 (MT = 1, GX 2, 3, 6, 7) 0.952-0.962 at GX 3 and 6, 0.975-0.987 at GX 7, 0.982-0.991
+// at 4096^2, 0.993-1.000 at 4096x14336; MXFP4 at M = 8 (M <= 4 is packed) f16 0.897 at GX 7 (14336x4096: the
+// 16-warp instance had no flagged copy, since it spilled; 69.1 -> 77.1 % of the read stream), 0.948 at GX 6,
+// 0.970-0.992 elsewhere, bf16 GX 2, 3 0.969-0.991. The instances that stayed: 0.998-1.004. Session 35's nvcw2
+// (two chunks at every NVFP4 instance) measured the other side: 1.02-1.04 where the scales are in A (GX 4,
+// M = 16).
 // Note [Packed columns]. At M = 1 the wide kernel's mma uses one of its 8 columns, yet a chunk of NVFP4
 // (four scale groups: one a k16 step) costs each lane 16 FFMA and 8 scale conversions to scale the four
 // steps' partials of all 8 columns. Where M x NG <= 8 (NG = chunk_groups: NVFP4 4, MXFP4 2), column
@@ -470,6 +475,20 @@ constexpr bool nvfp4_scale_in_a(bool bf16, int mt, int gx) { return mt == 2 || !
 constexpr bool wide_pack(Format f, bool bf16, int64_t m, int64_t gx) {
   const int ng = chunk_groups(f);
   return ng > 1 && m >= 1 && m * ng <= 8 && !(f == Format::mxfp4 && bf16 && gx >= kWideMxFoldMinGx);
+}
+// Whether the wide instance's chunks add into the sums by FFMA, each chunk's mma starting from zero (the
+// NF4 formats; NVFP4 and MXFP4 where their columns are packed or they take the fp32 scale path), rather than
+// accumulating in the mma through the warp's chunks (the scales in A: nvfp4_scale_in_a, MXFP4's fold). MXFP4
+// at MT = 1 below kWideMxFoldMinGx (bf16) or at any GX (f16) has the fp32 path; bf16 from kWideMxFoldMinGx
+// folds by the range flag, so its instance is counted as folding.
+constexpr bool wide_chunks_by_ffma(Format f, bool bf16, int mt, int gx, bool pack) {
+  if (f == Format::nvfp4) return pack || !nvfp4_scale_in_a(bf16, mt, gx);
+  if (f == Format::mxfp4) return pack || (mt == 1 && !(bf16 && gx >= kWideMxFoldMinGx));
+  return true;
+}
+// Chunks of a stage per consumer warp (Note [Two chunks a warp]): two wherever they add by FFMA.
+constexpr int wide_chunk_warps(Format f, bool bf16, int mt, int gx, bool pack) {
+  return wide_chunks_by_ffma(f, bf16, mt, gx, pack) ? 2 : 1;
 }
 // NF4_DQ: the instances up to this GX also take K whose rows span two scale2 groups (K / 64 <= kDqGroup
 // and not a divisor of it: three values a row and tile in registers), the others one group only.

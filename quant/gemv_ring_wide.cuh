@@ -35,8 +35,11 @@ namespace vstack::quant {
 // H100; at 96, MT = 1 spilled 8-32 bytes for MXFP4 at GX >= 5 and MT = 2 8-64 bytes from GX = 4 on), 240
 // for 8. ptxas allocates the consumers' code up to the setmaxnreg count (R237 in the CW = 2 SASS), not the
 // launch's. docs/NOTES.md has the measurements.
+// The instance's chunks a consumer warp (wide_chunk_warps).
+template <Format F, typename T, int MT, int GX, bool PK>
+inline constexpr int kWideCW = wide_chunk_warps(F, std::is_same_v<T, __nv_bfloat16>, MT, GX, PK);
 template <Format F, typename T, int MT, int GX, bool PK = false>
-__global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
+__global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
     fp4_gemv_wide_kernel(const GemmParams p, const __grid_constant__ RingArgs a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using D = dev::Dt<T>;
@@ -49,16 +52,15 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
   extern __shared__ __align__(128) uint8_t smem[];
   constexpr int kR = wide_ring_slices(GX, SB, MT);  // slices of K a round of the ring
   constexpr int slots = wide_ring_slots(GX, SB, MT);  // as the launch's wide_layout (a.slots is not read)
-  constexpr int CW = wide_chunk_warps(F, PK);  // chunks of a stage per consumer warp: warp, warp + W, ...
-  constexpr int W = wide_warps(CW);            // consumer warps
-  // Two chunks add into one set of sums: fine where each chunk's mma starts from zero and is added by
-  // FFMA, a chain through both chunks where the mma accumulates into the sums (the folded scales).
-  static_assert(CW == 1 || F == Format::nf4 || F == Format::nf4_dq || PK, "one set of sums for the warp's chunks");
+  // chunks of a stage per consumer warp: warp, warp + W, ...; two add into one set of sums where each chunk's
+  // mma starts from zero and is added by FFMA (wide_chunks_by_ffma)
+  constexpr int CW = kWideCW<F, T, MT, GX, PK>;
+  constexpr int W = wide_warps(CW);  // consumer warps
   constexpr int NG = chunk_groups(F);
   static_assert(!PK || (MT == 1 && NG > 1), "packed columns: one column tile, several scale groups");
-  // The flagged copy's instance (0: none at MT = 1): not f16's unpacked GX 6, 7, where the copy spilled (Note
-  // [MXFP4 without the special bytes] in quant/gemv_kernel.cuh).
-  constexpr int FGX = MT == 1 && !PK && std::is_same_v<T, __half> && GX >= 6 ? 0 : GX;
+  // The flagged copy's instance (0: none at MT = 1): not f16's unpacked GX 6, 7 at 16 warps, where the copy
+  // spilled (Note [MXFP4 without the special bytes] in quant/gemv_kernel.cuh).
+  constexpr int FGX = MT == 1 && !PK && CW == 1 && std::is_same_v<T, __half> && GX >= 6 ? 0 : GX;
   const uint32_t base = hp::smem_addr(smem);
   if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
   const int64_t lut_off = kRingLutAddr - base;
@@ -191,7 +193,7 @@ __global__ void __launch_bounds__(wide_threads(wide_chunk_warps(F, PK)), 1)
   auto& [lane4, code_off, scale_off, gs, bias, y] = ln;
   const auto lookup = gemv::ring_lookup(lane4);
   constexpr int MC = 8 * MT;  // columns of the sums
-  float acc[GX][MT][4];  // the warp's chunks add into the same sums (CW = 2: NF4 formats, by FFMA)
+  float acc[GX][MT][4];  // the warp's chunks add into the same sums (CW = 2: by FFMA)
 #pragma unroll
   for (int t = 0; t < GX; ++t)
 #pragma unroll
@@ -338,7 +340,7 @@ cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
   const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F), GX);
   RingArgs a = ring_args(l, l.slots);
   return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX, PK>, p, a, blocks, stream,
-                               wide_threads(wide_chunk_warps(F, PK)));
+                               wide_threads(kWideCW<F, T, MT, GX, PK>));
 }
 
 // The instance of GX (ring_wide_instance: 2..7): whether this device runs it, and its launch.
@@ -350,7 +352,7 @@ struct WideInstance {
   template <int GX>
   static bool fits() {
     if constexpr (!kExists<GX>) return false;
-    else return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX, PK>, wide_threads(wide_chunk_warps(F, PK))>();
+    else return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX, PK>, wide_threads(kWideCW<F, T, MT, GX, PK>)>();
   }
   static bool usable(int gx) {
     static_assert(kRingWideMax == 7, "an instance per GX below");

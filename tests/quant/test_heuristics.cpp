@@ -547,11 +547,28 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   STATIC_REQUIRE(wide_consumer_regs(2) == 240);
   STATIC_REQUIRE(wide_warps(2) * 32 * wide_consumer_regs(2) + 128 * kWideProducerRegs <= 384 * wide_launch_regs(2));
   STATIC_REQUIRE(2 * 32 * wide_consumer_regs(2) + 32 * kWideProducerRegs <= 16384);
-  for (Format f : {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq}) {
-    CHECK(wide_chunk_warps(f) == (f == Format::nf4 || f == Format::nf4_dq ? 2 : 1));
-    CHECK(wide_chunk_warps(f, true) == 2);  // packed: NVFP4 and MXFP4 take two too
-  }
-  CHECK(wide_warps(wide_chunk_warps(Format::nf4)) * wide_chunk_warps(Format::nf4) == kRingChunks);
+  // Two wherever the chunks add into the sums by FFMA: the NF4 formats always; NVFP4 and MXFP4 where packed,
+  // and unpacked where they take the fp32 scale path (NVFP4: not nvfp4_scale_in_a; MXFP4: MT = 1, bf16 below
+  // the fold's GX); one where the scales are in A and the mma accumulates through the chunks.
+  for (bool bf16 : {true, false})
+    for (int mt = 1; mt <= 2; ++mt)
+      for (int gx = 2; gx <= kRingWideMax; ++gx) {
+        CHECK(wide_chunk_warps(Format::nf4, bf16, mt, gx, false) == 2);
+        CHECK(wide_chunk_warps(Format::nf4_dq, bf16, mt, gx, false) == 2);
+        CHECK(wide_chunk_warps(Format::nvfp4, bf16, 1, gx, true) == 2);
+        CHECK(wide_chunk_warps(Format::mxfp4, bf16, 1, gx, true) == 2);
+        CHECK(wide_chunk_warps(Format::nvfp4, bf16, mt, gx, false) == (nvfp4_scale_in_a(bf16, mt, gx) ? 1 : 2));
+        CHECK(wide_chunk_warps(Format::mxfp4, bf16, mt, gx, false) ==
+              (mt == 1 && !(bf16 && gx >= kWideMxFoldMinGx) ? 2 : 1));
+      }
+  CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 2, false) == 2);   // bf16's fp32 path at GX 2 (4096x14336)
+  CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 4, false) == 1);   // its scale in A at GX 4 (8192^2)
+  CHECK(wide_chunk_warps(Format::nvfp4, false, 1, 2, false) == 1);  // f16: the scale in A at every GX
+  CHECK(wide_chunk_warps(Format::mxfp4, false, 1, 7, false) == 2);
+  CHECK(wide_chunk_warps(Format::mxfp4, true, 1, 4, false) == 1);   // the fold
+  CHECK(wide_chunk_warps(Format::nvfp4, true, 2, 2, false) == 1);   // M > 8: the scales in A
+  CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 2, false) == 1);
+  CHECK(wide_warps(2) * 2 == kRingChunks);
   for (int mt = 1; mt <= 2; ++mt) {
     CHECK(wide_pass(mt, 2) >= wide_pass(mt, 1));  // fewer warps' sums: at least as many tiles at once
     CHECK(static_cast<int64_t>(wide_warps(2)) * 8 * mt * wide_sum_pitch(wide_pass(mt, 2)) * 4 <= kWideSumBytes);
