@@ -67,7 +67,12 @@
 // at every wide GX (2..7; 8192^2 0.954, 12288x4096 0.97, 4096^2 and 4096x14336 0.98), 0.997-1.000 in the ring
 // kernel (28672x4096) and at 2048x8192; bf16 0.982-0.984 at GX 4 (8192^2 74.4 -> 75.6 % of the read stream),
 // 0.994-0.996 at GX 5, but 1.00-1.015 at GX 3, 1.007-1.010 at GX 6, 1.016-1.024 at GX 2 and 7, 1.06 in the ring
-// kernel. So nvfp4_scale_in_a (quant/gemv_plan.hpp) takes it at MT = 1 for f16 and, for bf16, at GX 4 and 5.
+// kernel. So nvfp4_scale_in_a (quant/gemv_plan.hpp) took it at MT = 1 for f16 and, for bf16, at GX 4 and 5.
+// Session 36 (H200, lab sa2 against main's build, three rotated rounds, bench/RESULTS.md "Session 36"): once the
+// fp32 path ran two chunks a warp (Note [Two chunks a warp] in quant/gemv_plan.hpp), bf16's wide instances were
+// faster on it everywhere: MT = 1 GX 4, 5 0.967-0.974 (8192^2 M = 3..8 74.9-75.7 -> 77.3-78.3 % of the read stream),
+// MT = 2 0.979-0.993 but 1.004 at 4096x14336; f16's stayed with the scale in A (its fp32 path 1.04-1.06 at MT = 2,
+// 0.99-1.01 at MT = 1). So bf16 x takes it at MT = 2 outside the wide kernel only.
 // MXFP4 folds with bf16 x only, and only where the scale is in 2^-63..2^64 (E8M0 spans 2^-127..2^127,
 // beyond f16; bf16 2^(e - 127) is just e << 7): a warp whose chunk holds any other scale byte (0, 0xFF
 // NaN, the tiny scales of the tests, zero-filled rows past N) takes the fp32 path for that chunk, by a

@@ -434,7 +434,9 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // 16-warp instance had no flagged copy, since it spilled; 69.1 -> 77.1 % of the read stream), 0.948 at GX 6,
 // 0.970-0.992 elsewhere, bf16 GX 2, 3 0.969-0.991. The instances that stayed: 0.998-1.004. Session 35's nvcw2
 // (two chunks at every NVFP4 instance) measured the other side: 1.02-1.04 where the scales are in A (GX 4,
-// M = 16).
+// M = 16). With two chunks a warp the fp32 path then beat the scales in A for bf16 x at GX 4, 5 and at MT = 2
+// (lab sa2: 0.967-0.974 and 0.979-0.993, 4096x14336 M = 16 1.004), not for f16 x (1.04-1.06 at MT = 2), so
+// nvfp4_scale_in_a now sends every bf16 wide instance to the fp32 path (Note [NVFP4 scale in A]).
 // Note [Packed columns]. At M = 1 the wide kernel's mma uses one of its 8 columns, yet a chunk of NVFP4
 // (four scale groups: one a k16 step) costs each lane 16 FFMA and 8 scale conversions to scale the four
 // steps' partials of all 8 columns. Where M x NG <= 8 (NG = chunk_groups: NVFP4 4, MXFP4 2), column
@@ -468,9 +470,10 @@ inline constexpr int kWideMxFoldMinGx = 4;
 constexpr int chunk_groups(Format f) { return 64 / block_size(f); }
 // Whether NVFP4's block scales multiply the A fragments in x's dtype (Note [NVFP4 scale in A] in
 // quant/gemv_kernel.cuh, with the measurements) at MT column tiles, in the wide instance of GX tiles
-// (gx = 0: any other kernel), where the columns are not packed: MT = 2 always; MT = 1 (M = 3..8) with f16
-// x everywhere, with bf16 x (whose scales are widened and repacked) only at the GX where it measured faster.
-constexpr bool nvfp4_scale_in_a(bool bf16, int mt, int gx) { return mt == 2 || !bf16 || gx == 4 || gx == 5; }
+// (gx = 0: any other kernel), where the columns are not packed: f16 x always; bf16 x (whose scales are widened
+// and repacked) only at MT = 2 outside the wide kernel: its wide instances take the fp32 path and so two chunks a
+// warp (wide_chunks_by_ffma), which measured faster at every GX and MT (session 36).
+constexpr bool nvfp4_scale_in_a(bool bf16, int mt, int gx) { return !bf16 || (gx == 0 && mt == 2); }
 // Whether the wide kernel of GX tiles a row block packs its columns at M (bf16: x's dtype).
 constexpr bool wide_pack(Format f, bool bf16, int64_t m, int64_t gx) {
   const int ng = chunk_groups(f);

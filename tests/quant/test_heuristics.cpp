@@ -562,11 +562,12 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
               (mt == 1 && !(bf16 && gx >= kWideMxFoldMinGx) ? 2 : 1));
       }
   CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 2, false) == 2);   // bf16's fp32 path at GX 2 (4096x14336)
-  CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 4, false) == 1);   // its scale in A at GX 4 (8192^2)
+  CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 4, false) == 2);   // and at GX 4 (8192^2) since session 36
   CHECK(wide_chunk_warps(Format::nvfp4, false, 1, 2, false) == 1);  // f16: the scale in A at every GX
   CHECK(wide_chunk_warps(Format::mxfp4, false, 1, 7, false) == 2);
   CHECK(wide_chunk_warps(Format::mxfp4, true, 1, 4, false) == 1);   // the fold
-  CHECK(wide_chunk_warps(Format::nvfp4, true, 2, 2, false) == 1);   // M > 8: the scales in A
+  CHECK(wide_chunk_warps(Format::nvfp4, true, 2, 2, false) == 2);   // M > 8 with bf16 x: the fp32 path too
+  CHECK(wide_chunk_warps(Format::nvfp4, false, 2, 2, false) == 1);  // f16 x: the scales in A
   CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 2, false) == 1);
   CHECK(wide_warps(2) * 2 == kRingChunks);
   for (int mt = 1; mt <= 2; ++mt) {
@@ -682,14 +683,22 @@ TEST_CASE("the wide kernel packs columns where M x the scale groups fit 8", "[qu
     }
 }
 
-// Note [NVFP4 scale in A]: the measured choice of the scale-in-A path at MT = 1 (f16 x everywhere, bf16 x at GX 4, 5).
-TEST_CASE("NVFP4's scales multiply A at MT = 2, and at MT = 1 where it measured faster", "[quant][heuristics]") {
+// Note [NVFP4 scale in A]: the measured choice of the scale-in-A path (f16 x everywhere; bf16 x at MT = 2 outside the
+// wide kernel, whose bf16 instances take the fp32 path at two chunks a warp).
+TEST_CASE("NVFP4's scales multiply A with f16 x, and with bf16 x only at MT = 2 outside the wide kernel",
+          "[quant][heuristics]") {
+  CHECK(nvfp4_scale_in_a(true, 2, 0));  // the ring and register-load kernels at M = 9..16
+  CHECK(!nvfp4_scale_in_a(true, 1, 0));
   for (int gx = 0; gx <= kRingWideMax; ++gx) {
     INFO("gx " << gx);
-    CHECK(nvfp4_scale_in_a(true, 2, gx));
     CHECK(nvfp4_scale_in_a(false, 2, gx));
     CHECK(nvfp4_scale_in_a(false, 1, gx));
-    CHECK(nvfp4_scale_in_a(true, 1, gx) == (gx == 4 || gx == 5));
+    if (gx >= 2) {  // the wide instances
+      CHECK(!nvfp4_scale_in_a(true, 1, gx));
+      CHECK(!nvfp4_scale_in_a(true, 2, gx));
+      CHECK(wide_chunk_warps(Format::nvfp4, true, 2, gx, false) == 2);
+      CHECK(wide_chunk_warps(Format::nvfp4, false, 2, gx, false) == 1);
+    }
   }
 }
 
