@@ -299,15 +299,17 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // 1.010x, so those instances kept one copy at 16 warps (quant/gemv_ring_wide.cuh). Since session 36 the unpacked
 // MT = 1 instances run two chunks a warp (Note [Two chunks a warp] in quant/gemv_plan.hpp) at up to 240
 // registers, where GX 6, 7 have both copies and do not spill.
-// GX: the wide instance's (0: any other kernel, which has the flagged copy at MT = 2 only).
+// Whether the kernel has a flagged copy of its loop, for tensors whose range flag holds: the fold (MT = 2, and bf16
+// MT = 1 from kWideMxFoldMinGx) or, elsewhere at MT = 1, the fp32 path without the special bytes. GX: the wide
+// instance's (0: any other kernel, which has the flagged copy at MT = 2 only).
 template <Format F, typename T, int MT, int GX = 0>
-inline constexpr bool kFlagFold = F == Format::mxfp4 && (MT == 2 || (MT == 1 && GX > 0));
+inline constexpr bool kFlagCopy = F == Format::mxfp4 && (MT == 2 || (MT == 1 && GX > 0));
 // Whether the tensor's range flag lets every chunk fold for x of type T (read once per thread: one uniform
 // load).
 template <Format F, typename T, int MT, int GX = 0>
 __device__ __forceinline__ bool all_fold(const GemmParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890  // the fold is sm_89+: the fp32 path either way below
-  if constexpr (kFlagFold<F, T, MT, GX>) {
+  if constexpr (kFlagCopy<F, T, MT, GX>) {
     if (!p.scale2) return false;
     const float level = __ldg(p.scale2);
     // MT = 1: the fold (bf16) and the fp32 path without the special bytes need level 1 or 2 whatever x's type
@@ -321,7 +323,7 @@ __device__ __forceinline__ bool all_fold(const GemmParams& p) {
 // caller's loop for the formats that fold by the flag, one for the others.
 template <Format F, typename T, int MT, int GX = 0, typename Body>
 __device__ __forceinline__ void with_fold(bool all, Body&& body) {
-  if constexpr (kFlagFold<F, T, MT, GX>) {
+  if constexpr (kFlagCopy<F, T, MT, GX>) {
     if (all) {
       body(std::true_type{});
       return;
