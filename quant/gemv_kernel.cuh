@@ -296,9 +296,9 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // M = 1, 4: 0.953-0.976; 4096x14336 M = 1 72.7 -> 74.5 % of the read stream), f16 0.975 (packed cells
 // 0.956-0.976, 8192^2 M = 8 0.974); the GX >= 4 bf16 cells, which fold, 0.999-1.002. Except f16's unpacked
 // GX 6, 7: there the second copy made ptxas spill (GX 7 28 -> 52 bytes, GX 6 0 -> 4) and 14336x4096 M = 8 ran
-// 1.010x, so those instances kept one copy at 16 warps (quant/gemv_ring_wide.cuh). Since session 36 the unpacked
-// MT = 1 instances run two chunks a warp (Note [Two chunks a warp] in quant/gemv_plan.hpp) at up to 240
-// registers, where GX 6, 7 have both copies and do not spill.
+// 1.010x, so those instances kept one copy at 16 warps. Since session 36 the unpacked MT = 1 instances run two
+// chunks a warp (Note [Two chunks a warp] in quant/gemv_plan.hpp) at up to 240 registers, where GX 6, 7 have
+// both copies and do not spill, so every wide instance has the flagged copy.
 // Whether the kernel has a flagged copy of its loop, for tensors whose range flag holds: the fold (MT = 2, and bf16
 // MT = 1 from kWideMxFoldMinGx) or, elsewhere at MT = 1, the fp32 path without the special bytes. GX: the wide
 // instance's (0: any other kernel, which has the flagged copy at MT = 2 only).

@@ -58,9 +58,6 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
   constexpr int W = wide_warps(CW);  // consumer warps
   constexpr int NG = chunk_groups(F);
   static_assert(!PK || (MT == 1 && NG > 1), "packed columns: one column tile, several scale groups");
-  // The flagged copy's instance (0: none at MT = 1): not f16's unpacked GX 6, 7 at 16 warps, where the copy
-  // spilled (Note [MXFP4 without the special bytes] in quant/gemv_kernel.cuh).
-  constexpr int FGX = MT == 1 && !PK && CW == 1 && std::is_same_v<T, __half> && GX >= 6 ? 0 : GX;
   const uint32_t base = hp::smem_addr(smem);
   if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
   const int64_t lut_off = kRingLutAddr - base;
@@ -220,9 +217,9 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
         }
       }
   }
-  // Two copies of the loop for MXFP4: one for tensors whose range flag holds, which folds (Note [MXFP4 range
-  // flag]) or skips the E8M0 special bytes (Note [MXFP4 without the special bytes])
-  gemv::with_fold<F, T, MT, FGX>(gemv::all_fold<F, T, MT, FGX>(p), [&](auto fold) {
+  // Two copies of the loop for MXFP4 (every instance): one for tensors whose range flag holds, which folds
+  // (Note [MXFP4 range flag]) or skips the E8M0 special bytes (Note [MXFP4 without the special bytes])
+  gemv::with_fold<F, T, MT, GX>(gemv::all_fold<F, T, MT, GX>(p), [&](auto fold) {
     int phase = 0;
     for (int s0 = 0; s0 < S; s0 += kR, phase ^= 1) {
 #pragma unroll
