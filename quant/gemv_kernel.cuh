@@ -299,9 +299,21 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // 1.010x, so those instances kept one copy at 16 warps. Since session 36 the unpacked MT = 1 instances run two
 // chunks a warp (Note [Two chunks a warp] in quant/gemv_plan.hpp) at up to 240 registers, where GX 6, 7 have
 // both copies and do not spill, so every wide instance has the flagged copy.
-// Whether the kernel has a flagged copy of its loop, for tensors whose range flag holds: the fold (MT = 2, and bf16
-// MT = 1 from kWideMxFoldMinGx) or, elsewhere at MT = 1, the fp32 path without the special bytes. GX: the wide
-// instance's (0: any other kernel, which has the flagged copy at MT = 2 only).
+// Note [MXFP4 fp32 path at M > 8]. At MT = 2 the wide instances up to kWideMxFp32MaxGx (quant/gemv_plan.hpp) take
+// the fp32 path with E8M0 pairs (the flagged copy without the special bytes, the other with them), not the fold,
+// and so two chunks a warp (Note [Two chunks a warp]); the fold's four mma a chunk are one chain through the
+// warp's chunks. Session 36's sa2 did the same for NVFP4 bf16. From GX 5 the two loop copies spill (ptxas: 32,
+// 112, 172 bytes at GX 5, 6, 7), so those keep the fold.
+// Measured (H200, driver 580.159.04, 2026-11-29, bench_fp4.py --decode --formats mxfp4, three rounds in rotated
+// order; docs/NOTES.md session 37): lab mx2 (the fp32 path at every GX) against the release build of 2297f1e, M = 12,
+// 16: GX 5 (10240x8192) bf16 1.030, f16 0.980-0.984; GX 7 (14336x4096) bf16 1.105, f16 1.051. This rule's build
+// against the one before, M = 9, 12, 16 (only the GX 2..4 MT = 2 kernels differ; they are mx2's): bf16 GX 2 (4096^2,
+// 4096x14336) 0.974-0.994, GX 4 (8192^2) 0.977-0.978 (M = 16 66.6 -> 68.1 % of the read stream); f16 0.963-0.980;
+// GX 3 (6144x4096) 0.992-1.013; GX 7 1.000-1.003 (unchanged kernels).
+// Whether the kernel has a flagged copy of its loop, for tensors whose range flag holds: the fold (MT = 2 but in the
+// wide instances up to kWideMxFp32MaxGx, and bf16 MT = 1 from kWideMxFoldMinGx) or, elsewhere in the wide instances,
+// the fp32 path without the special bytes. GX: the wide instance's (0: any other kernel, which has the flagged copy
+// at MT = 2 only).
 template <Format F, typename T, int MT, int GX = 0>
 inline constexpr bool kFlagCopy = F == Format::mxfp4 && (MT == 2 || (MT == 1 && GX > 0));
 // Whether the tensor's range flag lets every chunk fold for x of type T (read once per thread: one uniform
@@ -312,8 +324,10 @@ __device__ __forceinline__ bool all_fold(const GemmParams& p) {
   if constexpr (kFlagCopy<F, T, MT, GX>) {
     if (!p.scale2) return false;
     const float level = __ldg(p.scale2);
-    // MT = 1: the fold (bf16) and the fp32 path without the special bytes need level 1 or 2 whatever x's type
-    return level == kMxfp4FoldF16 || ((MT == 1 || std::is_same_v<T, __nv_bfloat16>) && level == kMxfp4FoldBf16);
+    // the fold (bf16) and the fp32 path without the special bytes (MT = 1, the wide MT = 2 instances up to
+    // kWideMxFp32MaxGx) need level 1 or 2 whatever x's type
+    constexpr bool kFp32 = MT == 1 || mxfp4_wide_fp32_mt2(MT, GX);
+    return level == kMxfp4FoldF16 || ((kFp32 || std::is_same_v<T, __nv_bfloat16>) && level == kMxfp4FoldBf16);
   }
 #endif
   (void)p;
@@ -340,6 +354,8 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
                                              uint32_t s_b, int n0, Lookup lookup, G2 g2 = {}, Fold = {},
                                              Pack pack = {}, Gx = {}) {
   using D = dev::Dt<T>;
+  // MXFP4's wide MT = 2 instances up to kWideMxFp32MaxGx: the fp32 path (Note [MXFP4 fp32 path at M > 8])
+  constexpr bool kMt2Fp32 = F == Format::mxfp4 && mxfp4_wide_fp32_mt2(MT, Gx::value);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   // Note [NVFP4 scale in A]; not where the columns are packed (their scales are per column)
   if constexpr (F == Format::nvfp4 && std::is_same_v<Pack, NoPack> &&
@@ -352,7 +368,7 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
   }
   // Note [NVFP4 scale in A]; at MT = 1 by the flag from GX = kWideMxFoldMinGx (Note [MXFP4 fold at M <= 8])
   if constexpr (F == Format::mxfp4 && std::is_same_v<T, __nv_bfloat16> && std::is_same_v<Pack, NoPack> &&
-                (MT == 2 || (Fold::value && Gx::value >= kWideMxFoldMinGx))) {
+                ((MT == 2 && !kMt2Fp32) || (MT == 1 && Fold::value && Gx::value >= kWideMxFoldMinGx))) {
     // E8M0 bytes e in 64..191 (bits 7 and 6 differ): bf16 2^(e - 127) is e << 7, and its products with
     // E2M1 values are normal bf16, exact. Where any byte of the warp's chunk lies outside: the fp32 path,
     // unless the tensor's range flag says every chunk folds (Fold, Note [MXFP4 range flag]).
@@ -363,7 +379,8 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
       return;
     }
   }
-  if constexpr (F == Format::mxfp4 && MT == 2 && std::is_same_v<T, __half> && Fold::value) {  // the flag's f16 fold
+  if constexpr (F == Format::mxfp4 && MT == 2 && !kMt2Fp32 && std::is_same_v<T, __half> &&
+                Fold::value) {  // the flag's f16 fold
     // E8M0 bytes e in 114..140: f16 2^(e - 127) has exponent field e - 112 = (e + 16) mod 64, formed per half
     // of the pair (e_g, e_g+8) as ((pair << 10) + (16 << 10)) & 0xFC00: the low half's carry and spill land in
     // bits 16..19, which the high half's mask drops.
@@ -395,7 +412,8 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
   }
   // Block scales of rows g and g+8: sc[0 / 1][group]
   float sc[2][NG];
-  constexpr bool kE8m0Pairs = F == Format::mxfp4 && MT == 1;  // MT = 2: ptxas spilled 16 bytes, 3 % slower
+  // MT = 2 outside the wide instances: ptxas spilled 16 bytes, 3 % slower
+  constexpr bool kE8m0Pairs = F == Format::mxfp4 && (MT == 1 || kMt2Fp32);
   if constexpr (kE8m0Pairs) {  // Note [E8M0 pairs] (quant/format.hpp)
     float s4[4];
     if constexpr (Fold::value) e8m0x4_value_normal(s_a, s_b, s4);  // Note [MXFP4 without the special bytes]

@@ -466,6 +466,10 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // MXFP4 at M <= 8 with bf16 x folds its scales into A from this GX on (Note [MXFP4 fold at M <= 8] in
 // quant/gemv_kernel.cuh).
 inline constexpr int kWideMxFoldMinGx = 4;
+// MXFP4's wide instances at MT = 2 (M > 8) up to this GX take the fp32 path at two chunks a warp rather than the
+// fold (Note [MXFP4 fp32 path at M > 8] in quant/gemv_kernel.cuh); above it the two loop copies spill.
+inline constexpr int kWideMxFp32MaxGx = 4;
+constexpr bool mxfp4_wide_fp32_mt2(int mt, int gx) { return mt == 2 && gx > 0 && gx <= kWideMxFp32MaxGx; }
 // Scale groups of a 64-k chunk.
 constexpr int chunk_groups(Format f) { return 64 / block_size(f); }
 // Whether NVFP4's block scales multiply the A fragments in x's dtype (Note [NVFP4 scale in A] in
@@ -483,10 +487,11 @@ constexpr bool wide_pack(Format f, bool bf16, int64_t m, int64_t gx) {
 // NF4 formats; NVFP4 and MXFP4 where their columns are packed or they take the fp32 scale path), rather than
 // accumulating in the mma through the warp's chunks (the scales in A: nvfp4_scale_in_a, MXFP4's fold). MXFP4
 // at MT = 1 below kWideMxFoldMinGx (bf16) or at any GX (f16) has the fp32 path; bf16 from kWideMxFoldMinGx
-// folds by the range flag, so its instance is counted as folding.
+// folds by the range flag, so its instance is counted as folding. At MT = 2 MXFP4 folds except up to
+// kWideMxFp32MaxGx.
 constexpr bool wide_chunks_by_ffma(Format f, bool bf16, int mt, int gx, bool pack) {
   if (f == Format::nvfp4) return pack || !nvfp4_scale_in_a(bf16, mt, gx);
-  if (f == Format::mxfp4) return pack || (mt == 1 && !(bf16 && gx >= kWideMxFoldMinGx));
+  if (f == Format::mxfp4) return pack || (mt == 1 ? !(bf16 && gx >= kWideMxFoldMinGx) : mxfp4_wide_fp32_mt2(mt, gx));
   return true;
 }
 // Chunks of a stage per consumer warp (Note [Two chunks a warp]): two wherever they add by FFMA.

@@ -549,7 +549,8 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   STATIC_REQUIRE(2 * 32 * wide_consumer_regs(2) + 32 * kWideProducerRegs <= 16384);
   // Two wherever the chunks add into the sums by FFMA: the NF4 formats always; NVFP4 and MXFP4 where packed,
   // and unpacked where they take the fp32 scale path (NVFP4: not nvfp4_scale_in_a; MXFP4: MT = 1, bf16 below
-  // the fold's GX); one where the scales are in A and the mma accumulates through the chunks.
+  // the fold's GX, and MT = 2 up to kWideMxFp32MaxGx); one where the scales are in A and the mma accumulates
+  // through the chunks.
   for (bool bf16 : {true, false})
     for (int mt = 1; mt <= 2; ++mt)
       for (int gx = 2; gx <= kRingWideMax; ++gx) {
@@ -559,7 +560,7 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
         CHECK(wide_chunk_warps(Format::mxfp4, bf16, 1, gx, true) == 2);
         CHECK(wide_chunk_warps(Format::nvfp4, bf16, mt, gx, false) == (nvfp4_scale_in_a(bf16, mt, gx) ? 1 : 2));
         CHECK(wide_chunk_warps(Format::mxfp4, bf16, mt, gx, false) ==
-              (mt == 1 && !(bf16 && gx >= kWideMxFoldMinGx) ? 2 : 1));
+              ((mt == 1 ? !(bf16 && gx >= kWideMxFoldMinGx) : gx <= kWideMxFp32MaxGx) ? 2 : 1));
       }
   CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 2, false) == 2);   // bf16's fp32 path at GX 2 (4096x14336)
   CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 4, false) == 2);   // and at GX 4 (8192^2) since session 36
@@ -568,7 +569,10 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   CHECK(wide_chunk_warps(Format::mxfp4, true, 1, 4, false) == 1);   // the fold
   CHECK(wide_chunk_warps(Format::nvfp4, true, 2, 2, false) == 2);   // M > 8 with bf16 x: the fp32 path too
   CHECK(wide_chunk_warps(Format::nvfp4, false, 2, 2, false) == 1);  // f16 x: the scales in A
-  CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 2, false) == 1);
+  CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 2, false) == 2);  // MXFP4 M > 8: the fp32 path up to GX 4
+  CHECK(wide_chunk_warps(Format::mxfp4, true, 2, 4, false) == 2);
+  CHECK(wide_chunk_warps(Format::mxfp4, true, 2, 5, false) == 1);   // the fold from GX 5 (10240x8192)
+  CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 7, false) == 1);
   CHECK(wide_warps(2) * 2 == kRingChunks);
   for (int mt = 1; mt <= 2; ++mt) {
     CHECK(wide_pass(mt, 2) >= wide_pass(mt, 1));  // fewer warps' sums: at least as many tiles at once

@@ -502,7 +502,9 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
         CHECK(want == (applies ? gx : 0));
         wide_cases += want > 0;
         check_matmul(s, f, s.m == 8 || s.m == 2 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
-        if (f == Format::mxfp4 && s.m > 8) {  // M = 9..16: MXFP4 without the flag (bf16's vote), and f16's fold
+        // M = 9..16: MXFP4 without the flag (bf16's vote, or the fp32 path with the special bytes up to
+        // kWideMxFp32MaxGx), and f16's fold (or its fp32 path without them)
+        if (f == Format::mxfp4 && s.m > 8) {
           check_matmul(s, f, VSTACK_DTYPE_BF16, s.m % 2 == 1, rng, 0, 0, Launch{nullptr, false, false});
           check_matmul(s, f, VSTACK_DTYPE_F16, s.m % 2 == 1, rng);
         }
@@ -516,6 +518,8 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
 // MXFP4 with bf16 x at M = 9..16 folds a chunk's E8M0 scales into A where the warp's vote finds every byte
 // in 64..191, and takes the fp32 path for the others (Note [NVFP4 scale in A] in quant/gemv_kernel.cuh);
 // where the tensor's range flag is 1 it folds every chunk without the vote (Note [MXFP4 range flag]). The
+// instances up to kWideMxFp32MaxGx take the fp32 path at M = 9..16 instead, without the special bytes where the
+// flag holds and with them where not (Note [MXFP4 fp32 path at M > 8]). The
 // cases above have only bytes in 64..191; here each wide instance gets blocks at the smallest scales (flag
 // 0: the vote, every chunk on the fp32 path, as the "smallest block scales" case, which is too small for a
 // wide instance), and one NaN block (NaN in exactly its column) and one all-zero block (scale byte 0) in
