@@ -44,7 +44,7 @@ cudaError_t launch_decode(const GemmParams& p, cudaStream_t stream) {
   };
   if (p.m > 8) return run.template operator()<2>();
   if constexpr (chunk_groups(F) > 1)  // packed columns: only the formats with several scale groups a chunk
-    if (gx > 0 && forced_gemv_pack() != 0 && wide_pack(F, std::is_same_v<T, __nv_bfloat16>, p.m, gx))
+    if (gx > 0 && forced_gemv_pack() != 0 && wide_pack(F, p.m))
       return run.template operator()<1, true>();
   return run.template operator()<1>();
 #else

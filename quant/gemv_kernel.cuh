@@ -268,24 +268,21 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // the vote on the four bench shapes (4096x14336 M = 16 74.8 -> 77.0 % of the read stream); f16 0.948-0.970
 // against its fp32 path (72.5 -> 76.0 %). The flag costs the quantizer a one-thread kernel and a fold byte
 // per block (mxfp4_fold_byte in format.hpp): MXFP4 8192^2 GEMM layout bf16 75.9-76.7 -> 79.1-79.8 us.
-// Note [MXFP4 fold at M <= 8]. At MT = 1 the wide kernel's MXFP4 instances of GX >= kWideMxFoldMinGx
-// (quant/gemv_plan.hpp) fold too, bf16 only and by the flag only (no vote; without the flag their fp32 path,
-// as before); GX = 0: any other kernel, and the wide instances that pack columns (Note [Packed columns]).
-// In the fp32 path every chunk decodes four E8M0 scales (~10 SASS with the NaN and zero selects) and adds
-// 8 FFMA, and the GX = 7 instance (14336x4096) spilled 28 bytes; the fold's loop is ~71 SASS a tile-chunk
-// against ~97 there, with no spill. Its cost is the chain: the chunk's four mma accumulate into the sums
-// one after another, where the fp32 path's two groups start from zero.
-// Measured (H200, driver 580.159.04, 2026-11-28, bench_fp4.py --decode, bf16, M = 1..8, three rounds in
-// rotated order; the lab and its control both rebuilt by .devbuild/lab2.sh, docs/NOTES.md session 31):
-// GX 7 (14336x4096) 0.955, GX 6 (12288x4096) and GX 5 (10240x8192) 0.985, GX 4 (8192^2) 0.977-0.984.
-// GX 2 (4096^2, 4096x14336) keeps the fp32 path: session 30's lab that folded there too read 1.00-1.055,
-// but against a stale base whose modules lacked that session's __constant__, worth 1.3-5.8 % a call
-// (docs/NOTES.md session 31); net of that it was about even, so nothing says it pays. f16 keeps its fp32
-// path at MT = 1: its fold instances spill at GX 6-7 (4-28 bytes, session 30).
+// Note [No MXFP4 fold at M <= 8]. From session 31 to 36 the wide kernel's bf16 MXFP4 instances at MT = 1 from GX
+// 4 folded by the range flag: against the fp32 path at one chunk a warp (16 warps, GX 7 spilling 28 bytes) the
+// fold read 0.955-0.985 (H200, 2026-11-28, docs/NOTES.md session 31). Since the fp32 path runs two chunks a warp
+// without the special bytes (Note [MXFP4 without the special bytes], Note [Two chunks a warp]) the fold, whose
+// four mma a chunk are one chain through the warp's chunks, is the slower one: bf16 MXFP4 takes the fp32 path at
+// MT = 1 as f16 does, and packs its columns at M <= 4 at every GX (Note [Packed columns]).
+// Measured (H200, driver 580.159.04, 2026-11-29, bench_fp4.py --decode --formats mxfp4, bf16, M = 1..5, 8, three
+// rounds in rotated order; lab nf, the fold's GX bound past kRingWideMax, against the release build of 431e6ec;
+// docs/NOTES.md session 37): GX 4 (8192^2) 0.969-0.984 (M = 1..8 75.1-75.7 -> 76.4-77.8 % of the read stream),
+// GX 5 (10240x8192) 0.978-0.989, GX 6 (12288x4096) 0.967-0.981, GX 7 (14336x4096) 0.942-0.979 (73.6-76.1 ->
+// 77.2-78.8 %); GX 2 (4096x14336, unchanged kernels) 0.998-1.001. No instance spills.
 // Note [MXFP4 without the special bytes]. Where the flag is 1 or 2, no block has the E8M0 byte 0 or 255
 // unless its codes are all +-0, and there the plain 2^(e - 127) as e << 23 (scale 0 or Inf) gives 0 x x = 0
-// or Inf x 0 = NaN, as the decode. So every other wide instance at MT = 1 (GX < kWideMxFoldMinGx, f16 x, the
-// packed ones) has a flagged copy of its loop too: the fp32 path with e8m0x4_value_normal, without
+// or Inf x 0 = NaN, as the decode. So every wide instance at MT = 1 (and at MT = 2 up to kWideMxFp32MaxGx)
+// has a flagged copy of its loop too: the fp32 path with e8m0x4_value_normal, without
 // e8m0x4_value's special-byte branch. Without that branch region ptxas interleaves a warp's two chunks, and
 // MXFP4's packed instances take two chunks a warp as NVFP4's do (Note [Two chunks a warp] in
 // quant/gemv_plan.hpp; with the branch, in session 32, two cost 8-12 %). A tensor without the flag keeps the
@@ -310,9 +307,9 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // against the one before, M = 9, 12, 16 (only the GX 2..4 MT = 2 kernels differ; they are mx2's): bf16 GX 2 (4096^2,
 // 4096x14336) 0.974-0.994, GX 4 (8192^2) 0.977-0.978 (M = 16 66.6 -> 68.1 % of the read stream); f16 0.963-0.980;
 // GX 3 (6144x4096) 0.992-1.013; GX 7 1.000-1.003 (unchanged kernels).
-// Whether the kernel has a flagged copy of its loop, for tensors whose range flag holds: the fold (MT = 2 but in the
-// wide instances up to kWideMxFp32MaxGx, and bf16 MT = 1 from kWideMxFoldMinGx) or, elsewhere in the wide instances,
-// the fp32 path without the special bytes. GX: the wide instance's (0: any other kernel, which has the flagged copy
+// Whether the kernel has a flagged copy of its loop, for tensors whose range flag holds: the fold (MT = 2, but the
+// wide instances up to kWideMxFp32MaxGx) or the fp32 path without the special bytes (the wide instances at MT = 1,
+// and at MT = 2 up to kWideMxFp32MaxGx). GX: the wide instance's (0: any other kernel, which has the flagged copy
 // at MT = 2 only).
 template <Format F, typename T, int MT, int GX = 0>
 inline constexpr bool kFlagCopy = F == Format::mxfp4 && (MT == 2 || (MT == 1 && GX > 0));
@@ -366,9 +363,8 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
     mma_scaled_steps<T, MT>(acc, bx, lo, hi, lookup, [&](int stp) { return D::from_f16x2(sg[stp]); });
     return;
   }
-  // Note [NVFP4 scale in A]; at MT = 1 by the flag from GX = kWideMxFoldMinGx (Note [MXFP4 fold at M <= 8])
-  if constexpr (F == Format::mxfp4 && std::is_same_v<T, __nv_bfloat16> && std::is_same_v<Pack, NoPack> &&
-                ((MT == 2 && !kMt2Fp32) || (MT == 1 && Fold::value && Gx::value >= kWideMxFoldMinGx))) {
+  // Note [NVFP4 scale in A]; MT = 2 only (Note [No MXFP4 fold at M <= 8])
+  if constexpr (F == Format::mxfp4 && std::is_same_v<T, __nv_bfloat16> && MT == 2 && !kMt2Fp32) {
     // E8M0 bytes e in 64..191 (bits 7 and 6 differ): bf16 2^(e - 127) is e << 7, and its products with
     // E2M1 values are normal bf16, exact. Where any byte of the warp's chunk lies outside: the fp32 path,
     // unless the tensor's range flag says every chunk folds (Fold, Note [MXFP4 range flag]).

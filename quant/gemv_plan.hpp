@@ -445,8 +445,7 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // chunk's four steps leaves each (row, group) partial in its own column: a lane's four sums are four
 // (row, group) pairs, each scaled by one FFMA, and the epilogue adds a row's NG columns (in the lane and
 // across a lane pair) before the warps' sums meet. NVFP4 per tile-chunk: 4 FFMA and 2 + 4 conversions (one
-// PRMT picks the lane's two groups) against 16 and 4 + 8. MXFP4: 4 FFMA against 8, the same E8M0 decode; where its
-// bf16 instances fold by the range flag (kWideMxFoldMinGx) the fold has no FFMA at all and stays. NF4
+// PRMT picks the lane's two groups) against 16 and 4 + 8. MXFP4: 4 FFMA against 8, the same E8M0 decode. NF4
 // (one group a chunk) gains nothing. The cost: the four mma of a chunk are one chain where they were four
 // (the next tile's lookups overlap it). SASS of the NVFP4 bf16 loop: 64 instructions a tile-chunk against
 // 78.5 (GX 4), the same ~19 % at every GX; MXFP4 3-4 %. No instance spills (the unpacked MXFP4 f16 GX = 7
@@ -462,10 +461,9 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // chunks a warp]): against one (lab builds, same call, three rounds) 0.983-0.994 at GX 4..7 and 4096x14336,
 // 1.000 at 4096^2, 0.999-1.003 at GX 3 (M = 1, 2; 8192^2 M = 1 11.25 -> 11.10 us, 78.6 % of the stream).
 // MXFP4's packed instances stayed at one then: two ran 1.08-1.12x (the E8M0 decode's branch, as unpacked in
-// session 24); without the branch two gained (Note [MXFP4 without the special bytes]).
-// MXFP4 at M <= 8 with bf16 x folds its scales into A from this GX on (Note [MXFP4 fold at M <= 8] in
+// session 24); without the branch two gained (Note [MXFP4 without the special bytes]). Until session 37 bf16
+// MXFP4 did not pack from GX 4, where it folded its scales into A (Note [No MXFP4 fold at M <= 8] in
 // quant/gemv_kernel.cuh).
-inline constexpr int kWideMxFoldMinGx = 4;
 // MXFP4's wide instances at MT = 2 (M > 8) up to this GX take the fp32 path at two chunks a warp rather than the
 // fold (Note [MXFP4 fp32 path at M > 8] in quant/gemv_kernel.cuh); above it the two loop copies spill.
 inline constexpr int kWideMxFp32MaxGx = 4;
@@ -478,20 +476,19 @@ constexpr int chunk_groups(Format f) { return 64 / block_size(f); }
 // and repacked) only at MT = 2 outside the wide kernel: its wide instances take the fp32 path and so two chunks a
 // warp (wide_chunks_by_ffma), which measured faster at every GX and MT (session 36).
 constexpr bool nvfp4_scale_in_a(bool bf16, int mt, int gx) { return !bf16 || (gx == 0 && mt == 2); }
-// Whether the wide kernel of GX tiles a row block packs its columns at M (bf16: x's dtype).
-constexpr bool wide_pack(Format f, bool bf16, int64_t m, int64_t gx) {
+// Whether the wide kernel packs its columns at M (every GX and x dtype).
+constexpr bool wide_pack(Format f, int64_t m) {
   const int ng = chunk_groups(f);
-  return ng > 1 && m >= 1 && m * ng <= 8 && !(f == Format::mxfp4 && bf16 && gx >= kWideMxFoldMinGx);
+  return ng > 1 && m >= 1 && m * ng <= 8;
 }
 // Whether the wide instance's chunks add into the sums by FFMA, each chunk's mma starting from zero (the
 // NF4 formats; NVFP4 and MXFP4 where their columns are packed or they take the fp32 scale path), rather than
 // accumulating in the mma through the warp's chunks (the scales in A: nvfp4_scale_in_a, MXFP4's fold). MXFP4
-// at MT = 1 below kWideMxFoldMinGx (bf16) or at any GX (f16) has the fp32 path; bf16 from kWideMxFoldMinGx
-// folds by the range flag, so its instance is counted as folding. At MT = 2 MXFP4 folds except up to
-// kWideMxFp32MaxGx.
+// has the fp32 path at MT = 1 (Note [No MXFP4 fold at M <= 8]) and at MT = 2 up to kWideMxFp32MaxGx, and
+// folds at MT = 2 from there.
 constexpr bool wide_chunks_by_ffma(Format f, bool bf16, int mt, int gx, bool pack) {
   if (f == Format::nvfp4) return pack || !nvfp4_scale_in_a(bf16, mt, gx);
-  if (f == Format::mxfp4) return pack || (mt == 1 ? !(bf16 && gx >= kWideMxFoldMinGx) : mxfp4_wide_fp32_mt2(mt, gx));
+  if (f == Format::mxfp4) return pack || mt == 1 || mxfp4_wide_fp32_mt2(mt, gx);
   return true;
 }
 // Chunks of a stage per consumer warp (Note [Two chunks a warp]): two wherever they add by FFMA.

@@ -343,12 +343,11 @@ cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
 // The instance of GX (ring_wide_instance: 2..7): whether this device runs it, and its launch.
 template <Format F, typename T, int MT, bool PK = false>
 struct WideInstance {
-  // PK: only the instances where wide_pack can hold (none of MXFP4 bf16's that fold)
-  template <int GX>
-  static constexpr bool kExists = !PK || wide_pack(F, std::is_same_v<T, __nv_bfloat16>, 1, GX);
+  // PK: only the formats whose columns pack (wide_pack)
+  static constexpr bool kExists = !PK || wide_pack(F, 1);
   template <int GX>
   static bool fits() {
-    if constexpr (!kExists<GX>) return false;
+    if constexpr (!kExists) return false;
     else return ring_fits<fp4_gemv_wide_kernel<F, T, MT, GX, PK>, wide_threads(kWideCW<F, T, MT, GX, PK>)>();
   }
   static bool usable(int gx) {
@@ -365,7 +364,7 @@ struct WideInstance {
   }
   template <int GX>
   static cudaError_t launch(const GemmParams& p, cudaStream_t stream) {
-    if constexpr (!kExists<GX>) return cudaErrorInvalidValue;
+    if constexpr (!kExists) return cudaErrorInvalidValue;
     else return launch_gemv_wide<F, T, MT, GX, PK>(p, stream);
   }
   static cudaError_t launch(const GemmParams& p, int gx, cudaStream_t stream) {

@@ -548,9 +548,8 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   STATIC_REQUIRE(wide_warps(2) * 32 * wide_consumer_regs(2) + 128 * kWideProducerRegs <= 384 * wide_launch_regs(2));
   STATIC_REQUIRE(2 * 32 * wide_consumer_regs(2) + 32 * kWideProducerRegs <= 16384);
   // Two wherever the chunks add into the sums by FFMA: the NF4 formats always; NVFP4 and MXFP4 where packed,
-  // and unpacked where they take the fp32 scale path (NVFP4: not nvfp4_scale_in_a; MXFP4: MT = 1, bf16 below
-  // the fold's GX, and MT = 2 up to kWideMxFp32MaxGx); one where the scales are in A and the mma accumulates
-  // through the chunks.
+  // and unpacked where they take the fp32 scale path (NVFP4: not nvfp4_scale_in_a; MXFP4: MT = 1, and MT = 2 up
+  // to kWideMxFp32MaxGx); one where the scales are in A and the mma accumulates through the chunks.
   for (bool bf16 : {true, false})
     for (int mt = 1; mt <= 2; ++mt)
       for (int gx = 2; gx <= kRingWideMax; ++gx) {
@@ -560,13 +559,13 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
         CHECK(wide_chunk_warps(Format::mxfp4, bf16, 1, gx, true) == 2);
         CHECK(wide_chunk_warps(Format::nvfp4, bf16, mt, gx, false) == (nvfp4_scale_in_a(bf16, mt, gx) ? 1 : 2));
         CHECK(wide_chunk_warps(Format::mxfp4, bf16, mt, gx, false) ==
-              ((mt == 1 ? !(bf16 && gx >= kWideMxFoldMinGx) : gx <= kWideMxFp32MaxGx) ? 2 : 1));
+              (mt == 1 || gx <= kWideMxFp32MaxGx ? 2 : 1));
       }
   CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 2, false) == 2);   // bf16's fp32 path at GX 2 (4096x14336)
   CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 4, false) == 2);   // and at GX 4 (8192^2) since session 36
   CHECK(wide_chunk_warps(Format::nvfp4, false, 1, 2, false) == 1);  // f16: the scale in A at every GX
   CHECK(wide_chunk_warps(Format::mxfp4, false, 1, 7, false) == 2);
-  CHECK(wide_chunk_warps(Format::mxfp4, true, 1, 4, false) == 1);   // the fold
+  CHECK(wide_chunk_warps(Format::mxfp4, true, 1, 7, false) == 2);   // bf16 too since session 37 (no fold)
   CHECK(wide_chunk_warps(Format::nvfp4, true, 2, 2, false) == 2);   // M > 8 with bf16 x: the fp32 path too
   CHECK(wide_chunk_warps(Format::nvfp4, false, 2, 2, false) == 1);  // f16 x: the scales in A
   CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 2, false) == 2);  // MXFP4 M > 8: the fp32 path up to GX 4
@@ -668,23 +667,18 @@ TEST_CASE("the wide kernel packs columns where M x the scale groups fit 8", "[qu
   STATIC_REQUIRE(chunk_groups(Format::mxfp4) == 2);
   STATIC_REQUIRE(chunk_groups(Format::nf4) == 1);
   STATIC_REQUIRE(chunk_groups(Format::nf4_dq) == 1);
-  for (int gx = 2; gx <= kRingWideMax; ++gx)
-    for (bool bf16 : {false, true}) {
-      INFO("gx " << gx << " bf16 " << bf16);
-      CHECK(wide_pack(Format::nvfp4, bf16, 1, gx));
-      CHECK(wide_pack(Format::nvfp4, bf16, 2, gx));
-      CHECK(!wide_pack(Format::nvfp4, bf16, 3, gx));  // 12 columns
-      CHECK(!wide_pack(Format::nvfp4, bf16, 16, gx));
-      // MXFP4: M <= 4, but not where bf16 x folds the scales into A by the range flag
-      const bool mx = !(bf16 && gx >= kWideMxFoldMinGx);
-      for (int64_t m = 1; m <= 4; ++m) CHECK(wide_pack(Format::mxfp4, bf16, m, gx) == mx);
-      CHECK(!wide_pack(Format::mxfp4, bf16, 5, gx));
-      for (int64_t m = 1; m <= 16; ++m) {  // one scale group a chunk: nothing to pack
-        CHECK(!wide_pack(Format::nf4, bf16, m, gx));
-        CHECK(!wide_pack(Format::nf4_dq, bf16, m, gx));
-      }
-      CHECK(!wide_pack(Format::nvfp4, bf16, 0, gx));
-    }
+  // every GX and x dtype (Note [No MXFP4 fold at M <= 8] in quant/gemv_kernel.cuh)
+  CHECK(wide_pack(Format::nvfp4, 1));
+  CHECK(wide_pack(Format::nvfp4, 2));
+  CHECK(!wide_pack(Format::nvfp4, 3));  // 12 columns
+  CHECK(!wide_pack(Format::nvfp4, 16));
+  for (int64_t m = 1; m <= 4; ++m) CHECK(wide_pack(Format::mxfp4, m));  // MXFP4: M <= 4
+  CHECK(!wide_pack(Format::mxfp4, 5));
+  for (int64_t m = 1; m <= 16; ++m) {  // one scale group a chunk: nothing to pack
+    CHECK(!wide_pack(Format::nf4, m));
+    CHECK(!wide_pack(Format::nf4_dq, m));
+  }
+  CHECK(!wide_pack(Format::nvfp4, 0));
 }
 
 // Note [NVFP4 scale in A]: the measured choice of the scale-in-A path (f16 x everywhere; bf16 x at MT = 2 outside the

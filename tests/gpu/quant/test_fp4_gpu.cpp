@@ -477,8 +477,7 @@ struct WideSetting {
 // of one slice (1024), three with a last one of one chunk (2112: not NF4_DQ's, whose rows there span two
 // scale2 groups), four (4096, at GX = 3, 6, 7); 1, 8, 9 and 16 mma columns (M = 16 at GX >= 6: the most
 // sums, 119 KB, over the x buffers, the code table and region B). M = 1, 2 (f16) and 4 (bf16) pack their
-// columns (Note [Packed columns]) where wide_pack says: NVFP4 at M <= 2, MXFP4 at M <= 4 but with bf16
-// from kWideMxFoldMinGx on (the fold by the range flag).
+// columns (Note [Packed columns]) where wide_pack says: NVFP4 at M <= 2, MXFP4 at M <= 4.
 // Unforced the launcher takes them wherever an instance applies; run.sh runs the case again with them
 // forced on (an error where an instance applies and this device cannot run it) and off.
 TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant][gemv-wide]") {
@@ -526,11 +525,9 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
 // different row blocks among chunks that fold. Both of those have zero codes, so the flag is 1 (bf16): run
 // with it (every chunk folds, the NaN block's by bf16 Inf * 0) and without (the vote sends those two chunks
 // down the fp32 path); f16 with the flag 1 takes its fp32 path, and with the zero block alone (flag 2) folds
-// every chunk, the zero block's by f16 2 * 0. N ragged as in the case above. M = 5 (MT = 1): the instances
-// of GX >= kWideMxFoldMinGx fold by the flag alone (Note [MXFP4 fold at M <= 8]), and the others and
-// those without the flag take the fp32 path with no vote. M = 3 packs its columns (Note [Packed columns]):
-// f16 in every instance, bf16 below kWideMxFoldMinGx (with the flag or not); from there bf16 folds by the
-// flag or takes the fp32 path.
+// every chunk, the zero block's by f16 2 * 0. N ragged as in the case above. M = 5 (MT = 1): the fp32 path with
+// no vote in every instance, without the special bytes where the flag holds (Note [No MXFP4 fold at M <= 8]).
+// M = 3 packs its columns in every instance (Note [Packed columns]), with the flag or not.
 TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][gemv-wide]") {
   std::mt19937_64 rng(fresh_seed());
   const WideSetting ws;
