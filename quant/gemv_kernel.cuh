@@ -321,10 +321,10 @@ __device__ __forceinline__ bool all_fold(const GemmParams& p) {
   if constexpr (kFlagCopy<F, T, MT, GX>) {
     if (!p.scale2) return false;
     const float level = __ldg(p.scale2);
-    // the fold (bf16) and the fp32 path without the special bytes (MT = 1, the wide MT = 2 instances up to
-    // kWideMxFp32MaxGx) need level 1 or 2 whatever x's type
-    constexpr bool kFp32 = MT == 1 || mxfp4_wide_fp32_mt2(MT, GX);
-    return level == kMxfp4FoldF16 || ((kFp32 || std::is_same_v<T, __nv_bfloat16>) && level == kMxfp4FoldBf16);
+    // the bf16 fold, and the fp32 path without the special bytes wherever MXFP4 does not fold (mxfp4_folds),
+    // need level 1 or 2 whatever x's type
+    return level == kMxfp4FoldF16 ||
+           ((!mxfp4_folds(MT, GX) || std::is_same_v<T, __nv_bfloat16>) && level == kMxfp4FoldBf16);
   }
 #endif
   (void)p;
@@ -351,8 +351,8 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
                                              uint32_t s_b, int n0, Lookup lookup, G2 g2 = {}, Fold = {},
                                              Pack pack = {}, Gx = {}) {
   using D = dev::Dt<T>;
-  // MXFP4's wide MT = 2 instances up to kWideMxFp32MaxGx: the fp32 path (Note [MXFP4 fp32 path at M > 8])
-  constexpr bool kMt2Fp32 = F == Format::mxfp4 && mxfp4_wide_fp32_mt2(MT, Gx::value);
+  // MXFP4 folds at MT = 2 but in the wide instances up to kWideMxFp32MaxGx (Note [MXFP4 fp32 path at M > 8])
+  constexpr bool kMxFold = F == Format::mxfp4 && mxfp4_folds(MT, Gx::value);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   // Note [NVFP4 scale in A]; not where the columns are packed (their scales are per column)
   if constexpr (F == Format::nvfp4 && std::is_same_v<Pack, NoPack> &&
@@ -364,7 +364,7 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
     return;
   }
   // Note [NVFP4 scale in A]; MT = 2 only (Note [No MXFP4 fold at M <= 8])
-  if constexpr (F == Format::mxfp4 && std::is_same_v<T, __nv_bfloat16> && MT == 2 && !kMt2Fp32) {
+  if constexpr (kMxFold && std::is_same_v<T, __nv_bfloat16>) {
     // E8M0 bytes e in 64..191 (bits 7 and 6 differ): bf16 2^(e - 127) is e << 7, and its products with
     // E2M1 values are normal bf16, exact. Where any byte of the warp's chunk lies outside: the fp32 path,
     // unless the tensor's range flag says every chunk folds (Fold, Note [MXFP4 range flag]).
@@ -375,8 +375,7 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
       return;
     }
   }
-  if constexpr (F == Format::mxfp4 && MT == 2 && !kMt2Fp32 && std::is_same_v<T, __half> &&
-                Fold::value) {  // the flag's f16 fold
+  if constexpr (kMxFold && std::is_same_v<T, __half> && Fold::value) {  // the flag's f16 fold
     // E8M0 bytes e in 114..140: f16 2^(e - 127) has exponent field e - 112 = (e + 16) mod 64, formed per half
     // of the pair (e_g, e_g+8) as ((pair << 10) + (16 << 10)) & 0xFC00: the low half's carry and spill land in
     // bits 16..19, which the high half's mask drops.
@@ -409,7 +408,7 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
   // Block scales of rows g and g+8: sc[0 / 1][group]
   float sc[2][NG];
   // E8M0 pairs at MT = 2 in the other kernels: ptxas spilled 16 bytes, 3 % slower
-  constexpr bool kE8m0Pairs = F == Format::mxfp4 && (MT == 1 || kMt2Fp32);
+  constexpr bool kE8m0Pairs = F == Format::mxfp4 && !kMxFold;
   if constexpr (kE8m0Pairs) {  // Note [E8M0 pairs] (quant/format.hpp)
     float s4[4];
     if constexpr (Fold::value) e8m0x4_value_normal(s_a, s_b, s4);  // Note [MXFP4 without the special bytes]

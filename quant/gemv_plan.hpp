@@ -467,7 +467,10 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // MXFP4's wide instances at MT = 2 (M > 8) up to this GX take the fp32 path at two chunks a warp rather than the
 // fold (Note [MXFP4 fp32 path at M > 8] in quant/gemv_kernel.cuh); above it the two loop copies spill.
 inline constexpr int kWideMxFp32MaxGx = 4;
-constexpr bool mxfp4_wide_fp32_mt2(int mt, int gx) { return mt == 2 && gx > 0 && gx <= kWideMxFp32MaxGx; }
+// Whether MXFP4's kernel of MT column tiles folds its scales into A (bf16 by the warp's vote or the range flag,
+// f16 by the flag: quant/gemv_kernel.cuh) rather than taking the fp32 path: at MT = 2, but not in the wide
+// instances up to kWideMxFp32MaxGx. gx: the wide instance's GX (0: any other kernel).
+constexpr bool mxfp4_folds(int mt, int gx) { return mt == 2 && !(gx > 0 && gx <= kWideMxFp32MaxGx); }
 // Scale groups of a 64-k chunk.
 constexpr int chunk_groups(Format f) { return 64 / block_size(f); }
 // Whether NVFP4's block scales multiply the A fragments in x's dtype (Note [NVFP4 scale in A] in
@@ -488,7 +491,7 @@ constexpr bool wide_pack(Format f, int64_t m) {
 // folds at MT = 2 from there.
 constexpr bool wide_chunks_by_ffma(Format f, bool bf16, int mt, int gx, bool pack) {
   if (f == Format::nvfp4) return pack || !nvfp4_scale_in_a(bf16, mt, gx);
-  if (f == Format::mxfp4) return pack || mt == 1 || mxfp4_wide_fp32_mt2(mt, gx);
+  if (f == Format::mxfp4) return pack || !mxfp4_folds(mt, gx);
   return true;
 }
 // Chunks of a stage per consumer warp (Note [Two chunks a warp]): two wherever they add by FFMA.
