@@ -281,7 +281,7 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // 77.2-78.8 %); GX 2 (4096x14336, unchanged kernels) 0.998-1.001. No instance spills.
 // Note [MXFP4 without the special bytes]. Where the flag is 1 or 2, no block has the E8M0 byte 0 or 255
 // unless its codes are all +-0, and there the plain 2^(e - 127) as e << 23 (scale 0 or Inf) gives 0 x x = 0
-// or Inf x 0 = NaN, as the decode. So every wide instance at MT = 1 (and at MT = 2 up to kWideMxFp32MaxGx)
+// or Inf x 0 = NaN, as the decode. So every wide instance (MT = 1 and 2)
 // has a flagged copy of its loop too: the fp32 path with e8m0x4_value_normal, without
 // e8m0x4_value's special-byte branch. Without that branch region ptxas interleaves a warp's two chunks, and
 // MXFP4's packed instances take two chunks a warp as NVFP4's do (Note [Two chunks a warp] in
@@ -296,21 +296,28 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // 1.010x, so those instances kept one copy at 16 warps. Since session 36 the unpacked MT = 1 instances run two
 // chunks a warp (Note [Two chunks a warp] in quant/gemv_plan.hpp) at up to 240 registers, where GX 6, 7 have
 // both copies and do not spill, so every wide instance has the flagged copy.
-// Note [MXFP4 fp32 path at M > 8]. At MT = 2 the wide instances up to kWideMxFp32MaxGx (quant/gemv_plan.hpp) take
-// the fp32 path with E8M0 pairs (the flagged copy without the special bytes, the other with them), not the fold,
-// and so two chunks a warp (Note [Two chunks a warp]); the fold's four mma a chunk are one chain through the
-// warp's chunks. Session 36's sa2 did the same for NVFP4 bf16. From GX 5 the two loop copies spill (ptxas: 32,
-// 112, 172 bytes at GX 5, 6, 7), so those keep the fold.
+// Note [MXFP4 fp32 path at M > 8]. At MT = 2 the wide instances take the fp32 path (the flagged copy without the
+// special bytes, the other with them), not the fold, and so two chunks a warp (Note [Two chunks a warp]); the
+// fold's four mma a chunk are one chain through the warp's chunks. Session 36's sa2 did the same for NVFP4 bf16.
+// With E8M0 pairs in both copies ptxas spills from GX 5 (32, 112, 172 bytes at GX 5, 6, 7; the copy with the
+// special bytes alone 20, 52, 76, the flagged one alone none), and so until session 38 those instances kept the
+// fold. The copy with the special bytes decodes byte by byte above kWideMxPairsMaxGx (mxfp4_e8m0_pairs in
+// quant/gemv_plan.hpp): no instance spills, and byte by byte measured faster from GX 3 too; at GX 2 the pairs are.
 // Measured (H200, driver 580.159.04, 2026-11-29, bench_fp4.py --decode --formats mxfp4, three rounds in rotated
 // order; docs/NOTES.md session 37): lab mx2 (the fp32 path at every GX) against the release build of 2297f1e, M = 12,
-// 16: GX 5 (10240x8192) bf16 1.030, f16 0.980-0.984; GX 7 (14336x4096) bf16 1.105, f16 1.051. This rule's build
-// against the one before, M = 9, 12, 16 (only the GX 2..4 MT = 2 kernels differ; they are mx2's): bf16 GX 2 (4096^2,
-// 4096x14336) 0.974-0.994, GX 4 (8192^2) 0.977-0.978 (M = 16 66.6 -> 68.1 % of the read stream); f16 0.963-0.980;
-// GX 3 (6144x4096) 0.992-1.013; GX 7 1.000-1.003 (unchanged kernels).
-// Whether the kernel has a flagged copy of its loop, for tensors whose range flag holds: the fold (MT = 2, but the
-// wide instances up to kWideMxFp32MaxGx) or the fp32 path without the special bytes (the wide instances at MT = 1,
-// and at MT = 2 up to kWideMxFp32MaxGx). GX: the wide instance's (0: any other kernel, which has the flagged copy
-// at MT = 2 only).
+// 16: GX 5 (10240x8192) bf16 1.030, f16 0.980-0.984; GX 7 (14336x4096) bf16 1.105, f16 1.051. The fp32 path up to
+// GX 4 (431e6ec) against the build before, M = 9, 12, 16 (only the GX 2..4 MT = 2 kernels differ; they are mx2's):
+// bf16 GX 2 (4096^2, 4096x14336) 0.974-0.994, GX 4 (8192^2) 0.977-0.978 (M = 16 66.6 -> 68.1 % of the read
+// stream); f16 0.963-0.980; GX 3 (6144x4096) 0.992-1.013; GX 7 1.000-1.003 (unchanged kernels).
+// Session 38 (lab xc, the copy with the special bytes byte by byte at MT = 2 and the fp32 path at every GX,
+// against the release build of ff688f4, which folded from GX 5; M = 9, 12, 16, three rounds; docs/NOTES.md
+// session 38): GX 5 (10240x8192) bf16 0.991-0.997, f16 0.946-0.952; GX 6 (12288x4096) bf16 0.974-0.984, f16
+// 0.925-0.933; GX 7 (14336x4096) bf16 0.977-0.979, f16 0.931-0.935 (M = 9 f16 63.9 -> 68.4 % of the read
+// stream). Byte by byte where both ran the fp32 path: GX 4 (8192^2) 0.992-0.997, GX 3 (6144x4096, 6144x8192)
+// 0.990-1.001, GX 2 (4096^2, 4096x14336) 1.009-1.018, bf16 and f16 alike.
+// Whether the kernel has a flagged copy of its loop, for tensors whose range flag holds: the fold (MT = 2 outside
+// the wide kernel) or the fp32 path without the special bytes (the wide instances). GX: the wide instance's (0: any
+// other kernel, which has the flagged copy at MT = 2 only).
 template <Format F, typename T, int MT, int GX = 0>
 inline constexpr bool kFlagCopy = F == Format::mxfp4 && (MT == 2 || (MT == 1 && GX > 0));
 // Whether the tensor's range flag lets every chunk fold for x of type T (read once per thread: one uniform
@@ -351,7 +358,7 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
                                              uint32_t s_b, int n0, Lookup lookup, G2 g2 = {}, Fold = {},
                                              Pack pack = {}, Gx = {}) {
   using D = dev::Dt<T>;
-  // MXFP4 folds at MT = 2 but in the wide instances up to kWideMxFp32MaxGx (Note [MXFP4 fp32 path at M > 8])
+  // MXFP4 folds at MT = 2 but in the wide instances (Note [MXFP4 fp32 path at M > 8])
   constexpr bool kMxFold = F == Format::mxfp4 && mxfp4_folds(MT, Gx::value);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   // Note [NVFP4 scale in A]; not where the columns are packed (their scales are per column)
@@ -407,8 +414,9 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
   }
   // Block scales of rows g and g+8: sc[0 / 1][group]
   float sc[2][NG];
-  // E8M0 pairs at MT = 2 in the other kernels: ptxas spilled 16 bytes, 3 % slower
-  constexpr bool kE8m0Pairs = F == Format::mxfp4 && !kMxFold;
+  // Not at MT = 2 where the fold's chunks fail the vote (ptxas spilled 16 bytes, 3 % slower), nor in the wide
+  // instances' copy with the special bytes above kWideMxPairsMaxGx (Note [MXFP4 fp32 path at M > 8])
+  constexpr bool kE8m0Pairs = F == Format::mxfp4 && mxfp4_e8m0_pairs(MT, Gx::value, Fold::value);
   if constexpr (kE8m0Pairs) {  // Note [E8M0 pairs] (quant/format.hpp)
     float s4[4];
     if constexpr (Fold::value) e8m0x4_value_normal(s_a, s_b, s4);  // Note [MXFP4 without the special bytes]

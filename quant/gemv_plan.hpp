@@ -464,13 +464,21 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // session 24); without the branch two gained (Note [MXFP4 without the special bytes]). Until session 37 bf16
 // MXFP4 did not pack from GX 4, where it folded its scales into A (Note [No MXFP4 fold at M <= 8] in
 // quant/gemv_kernel.cuh).
-// MXFP4's wide instances at MT = 2 (M > 8) up to this GX take the fp32 path at two chunks a warp rather than the
-// fold (Note [MXFP4 fp32 path at M > 8] in quant/gemv_kernel.cuh); above it the two loop copies spill.
-inline constexpr int kWideMxFp32MaxGx = 4;
 // Whether MXFP4's kernel of MT column tiles folds its scales into A (bf16 by the warp's vote or the range flag,
-// f16 by the flag: quant/gemv_kernel.cuh) rather than taking the fp32 path: at MT = 2, but not in the wide
-// instances up to kWideMxFp32MaxGx. gx: the wide instance's GX (0: any other kernel).
-constexpr bool mxfp4_folds(int mt, int gx) { return mt == 2 && !(gx > 0 && gx <= kWideMxFp32MaxGx); }
+// f16 by the flag: quant/gemv_kernel.cuh) rather than taking the fp32 path: at MT = 2 outside the wide kernel,
+// whose instances take the fp32 path at two chunks a warp (Note [MXFP4 fp32 path at M > 8] in
+// quant/gemv_kernel.cuh). gx: the wide instance's GX (0: any other kernel).
+constexpr bool mxfp4_folds(int mt, int gx) { return mt == 2 && gx == 0; }
+// MXFP4's wide instances at MT = 2 decode E8M0 in pairs in their loop copy with the special bytes up to this GX,
+// and byte by byte above it (Note [MXFP4 fp32 path at M > 8]).
+inline constexpr int kWideMxPairsMaxGx = 2;
+// Whether MXFP4's fp32 path decodes a chunk's four E8M0 bytes as pairs (Note [E8M0 pairs] in quant/format.hpp)
+// rather than byte by byte: wherever MXFP4 does not fold, but in the wide instances at MT = 2 above
+// kWideMxPairsMaxGx, whose loop copy with the special bytes (flagged: false) decodes byte by byte. flagged: the
+// loop copy without the special bytes (Note [MXFP4 without the special bytes]).
+constexpr bool mxfp4_e8m0_pairs(int mt, int gx, bool flagged) {
+  return !mxfp4_folds(mt, gx) && (mt == 1 || flagged || gx <= kWideMxPairsMaxGx);
+}
 // Scale groups of a 64-k chunk.
 constexpr int chunk_groups(Format f) { return 64 / block_size(f); }
 // Whether NVFP4's block scales multiply the A fragments in x's dtype (Note [NVFP4 scale in A] in
@@ -486,9 +494,9 @@ constexpr bool wide_pack(Format f, int64_t m) {
 }
 // Whether the wide instance's chunks add into the sums by FFMA, each chunk's mma starting from zero (the
 // NF4 formats; NVFP4 and MXFP4 where their columns are packed or they take the fp32 scale path), rather than
-// accumulating in the mma through the warp's chunks (the scales in A: nvfp4_scale_in_a, MXFP4's fold). MXFP4
-// has the fp32 path at MT = 1 (Note [No MXFP4 fold at M <= 8]) and at MT = 2 up to kWideMxFp32MaxGx, and
-// folds at MT = 2 from there.
+// accumulating in the mma through the warp's chunks (the scales in A: nvfp4_scale_in_a, MXFP4's fold). MXFP4's
+// wide instances have the fp32 path at MT = 1 (Note [No MXFP4 fold at M <= 8]) and at MT = 2 (Note [MXFP4 fp32
+// path at M > 8]).
 constexpr bool wide_chunks_by_ffma(Format f, bool bf16, int mt, int gx, bool pack) {
   if (f == Format::nvfp4) return pack || !nvfp4_scale_in_a(bf16, mt, gx);
   if (f == Format::mxfp4) return pack || !mxfp4_folds(mt, gx);

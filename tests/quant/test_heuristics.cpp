@@ -548,8 +548,8 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   STATIC_REQUIRE(wide_warps(2) * 32 * wide_consumer_regs(2) + 128 * kWideProducerRegs <= 384 * wide_launch_regs(2));
   STATIC_REQUIRE(2 * 32 * wide_consumer_regs(2) + 32 * kWideProducerRegs <= 16384);
   // Two wherever the chunks add into the sums by FFMA: the NF4 formats always; NVFP4 and MXFP4 where packed,
-  // and unpacked where they take the fp32 scale path (NVFP4: not nvfp4_scale_in_a; MXFP4: MT = 1, and MT = 2 up
-  // to kWideMxFp32MaxGx); one where the scales are in A and the mma accumulates through the chunks.
+  // and unpacked where they take the fp32 scale path (NVFP4: not nvfp4_scale_in_a; MXFP4: every wide instance);
+  // one where the scales are in A and the mma accumulates through the chunks.
   for (bool bf16 : {true, false})
     for (int mt = 1; mt <= 2; ++mt)
       for (int gx = 2; gx <= kRingWideMax; ++gx) {
@@ -558,8 +558,7 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
         CHECK(wide_chunk_warps(Format::nvfp4, bf16, 1, gx, true) == 2);
         CHECK(wide_chunk_warps(Format::mxfp4, bf16, 1, gx, true) == 2);
         CHECK(wide_chunk_warps(Format::nvfp4, bf16, mt, gx, false) == (nvfp4_scale_in_a(bf16, mt, gx) ? 1 : 2));
-        CHECK(wide_chunk_warps(Format::mxfp4, bf16, mt, gx, false) ==
-              (mt == 1 || gx <= kWideMxFp32MaxGx ? 2 : 1));
+        CHECK(wide_chunk_warps(Format::mxfp4, bf16, mt, gx, false) == 2);
       }
   CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 2, false) == 2);   // bf16's fp32 path at GX 2 (4096x14336)
   CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 4, false) == 2);   // and at GX 4 (8192^2) since session 36
@@ -568,10 +567,23 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   CHECK(wide_chunk_warps(Format::mxfp4, true, 1, 7, false) == 2);   // bf16 too since session 37 (no fold)
   CHECK(wide_chunk_warps(Format::nvfp4, true, 2, 2, false) == 2);   // M > 8 with bf16 x: the fp32 path too
   CHECK(wide_chunk_warps(Format::nvfp4, false, 2, 2, false) == 1);  // f16 x: the scales in A
-  CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 2, false) == 2);  // MXFP4 M > 8: the fp32 path up to GX 4
-  CHECK(wide_chunk_warps(Format::mxfp4, true, 2, 4, false) == 2);
-  CHECK(wide_chunk_warps(Format::mxfp4, true, 2, 5, false) == 1);   // the fold from GX 5 (10240x8192)
-  CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 7, false) == 1);
+  CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 2, false) == 2);  // MXFP4 M > 8: the fp32 path at every GX
+  CHECK(wide_chunk_warps(Format::mxfp4, true, 2, 5, false) == 2);   // since session 38 (the fold until then)
+  CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 7, false) == 2);
+  // MXFP4 folds at MT = 2 outside the wide kernel only; its fp32 path decodes E8M0 as pairs but in the wide
+  // instances' copy with the special bytes at MT = 2 above GX 2 (Note [MXFP4 fp32 path at M > 8])
+  STATIC_REQUIRE(mxfp4_folds(2, 0));
+  STATIC_REQUIRE(!mxfp4_folds(1, 0));
+  STATIC_REQUIRE(!mxfp4_folds(2, 2));
+  STATIC_REQUIRE(!mxfp4_folds(2, kRingWideMax));
+  STATIC_REQUIRE(!mxfp4_e8m0_pairs(2, 0, false));
+  STATIC_REQUIRE(!mxfp4_e8m0_pairs(2, 0, true));
+  STATIC_REQUIRE(mxfp4_e8m0_pairs(1, 0, false));
+  for (int gx = 2; gx <= kRingWideMax; ++gx) {
+    CHECK(mxfp4_e8m0_pairs(1, gx, false));
+    CHECK(mxfp4_e8m0_pairs(2, gx, true));
+    CHECK(mxfp4_e8m0_pairs(2, gx, false) == (gx == 2));
+  }
   CHECK(wide_warps(2) * 2 == kRingChunks);
   for (int mt = 1; mt <= 2; ++mt) {
     CHECK(wide_pass(mt, 2) >= wide_pass(mt, 1));  // fewer warps' sums: at least as many tiles at once

@@ -501,8 +501,8 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
         CHECK(want == (applies ? gx : 0));
         wide_cases += want > 0;
         check_matmul(s, f, s.m == 8 || s.m == 2 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
-        // M = 9..16: MXFP4 without the flag (bf16's vote, or the fp32 path with the special bytes up to
-        // kWideMxFp32MaxGx), and f16's fold (or its fp32 path without them)
+        // M = 9..16: MXFP4 without the flag (bf16's vote, or in the wide instances the fp32 path with the
+        // special bytes), and f16's fold (in the wide instances the fp32 path without them)
         if (f == Format::mxfp4 && s.m > 8) {
           check_matmul(s, f, VSTACK_DTYPE_BF16, s.m % 2 == 1, rng, 0, 0, Launch{nullptr, false, false});
           check_matmul(s, f, VSTACK_DTYPE_F16, s.m % 2 == 1, rng);
@@ -514,20 +514,16 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
   CHECK(wide_cases == (forced == 0 ? 0 : 4 * 29 - 8));
 }
 
-// MXFP4 with bf16 x at M = 9..16 folds a chunk's E8M0 scales into A where the warp's vote finds every byte
-// in 64..191, and takes the fp32 path for the others (Note [NVFP4 scale in A] in quant/gemv_kernel.cuh);
-// where the tensor's range flag is 1 it folds every chunk without the vote (Note [MXFP4 range flag]). The
-// instances up to kWideMxFp32MaxGx take the fp32 path at M = 9..16 instead, without the special bytes where the
-// flag holds and with them where not (Note [MXFP4 fp32 path at M > 8]). The
-// cases above have only bytes in 64..191; here each wide instance gets blocks at the smallest scales (flag
-// 0: the vote, every chunk on the fp32 path, as the "smallest block scales" case, which is too small for a
-// wide instance), and one NaN block (NaN in exactly its column) and one all-zero block (scale byte 0) in
-// different row blocks among chunks that fold. Both of those have zero codes, so the flag is 1 (bf16): run
-// with it (every chunk folds, the NaN block's by bf16 Inf * 0) and without (the vote sends those two chunks
-// down the fp32 path); f16 with the flag 1 takes its fp32 path, and with the zero block alone (flag 2) folds
-// every chunk, the zero block's by f16 2 * 0. N ragged as in the case above. M = 5 (MT = 1): the fp32 path with
-// no vote in every instance, without the special bytes where the flag holds (Note [No MXFP4 fold at M <= 8]).
-// M = 3 packs its columns in every instance (Note [Packed columns]), with the flag or not.
+// MXFP4's wide instances take the fp32 path at every M, where the other kernels fold at M = 9..16 (Note [No MXFP4
+// fold at M <= 8], Note [MXFP4 fp32 path at M > 8] in quant/gemv_kernel.cuh): without the special bytes where the
+// tensor's range flag holds, with them where not (E8M0 pairs, but byte by byte at MT = 2 above GX 2). The cases
+// above have only bytes in 64..191; here each wide instance gets blocks at the smallest scales (flag 0: the copy
+// with the special bytes), and one NaN block (NaN in exactly its column) and one all-zero block (scale byte 0) in
+// different row blocks. Both of those have zero codes, so the flag is 1: bf16 runs with it (the copy without the
+// special bytes, whose plain 2^(e - 127) gives the NaN block Inf x 0 = NaN and the zero block 0 x x = 0) and
+// without (the copy with them); f16 with the flag 1 and, with the zero block alone, 2. N ragged as in the case
+// above. M = 16, 12 (MT = 2) and 5 (MT = 1) unpacked; M = 3 packs its columns in every instance (Note [Packed
+// columns]), with the flag or not.
 TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][gemv-wide]") {
   std::mt19937_64 rng(fresh_seed());
   const WideSetting ws;
