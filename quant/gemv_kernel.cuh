@@ -281,9 +281,8 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // 77.2-78.8 %); GX 2 (4096x14336, unchanged kernels) 0.998-1.001. No instance spills.
 // Note [MXFP4 without the special bytes]. Where the flag is 1 or 2, no block has the E8M0 byte 0 or 255
 // unless its codes are all +-0, and there the plain 2^(e - 127) as e << 23 (scale 0 or Inf) gives 0 x x = 0
-// or Inf x 0 = NaN, as the decode. So every wide instance (MT = 1 and 2)
-// has a flagged copy of its loop too: the fp32 path with e8m0x4_value_normal, without
-// e8m0x4_value's special-byte branch. Without that branch region ptxas interleaves a warp's two chunks, and
+// or Inf x 0 = NaN, as the decode. So every wide instance (MT = 1 and 2) has a flagged copy of its loop too:
+// the fp32 path with e8m0x4_value_normal, without e8m0x4_value's special-byte branch. Without that branch region ptxas interleaves a warp's two chunks, and
 // MXFP4's packed instances take two chunks a warp as NVFP4's do (Note [Two chunks a warp] in
 // quant/gemv_plan.hpp; with the branch, in session 32, two cost 8-12 %). A tensor without the flag keeps the
 // branch, at two chunks a warp in the packed instances.

@@ -558,18 +558,14 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
         CHECK(wide_chunk_warps(Format::nvfp4, bf16, 1, gx, true) == 2);
         CHECK(wide_chunk_warps(Format::mxfp4, bf16, 1, gx, true) == 2);
         CHECK(wide_chunk_warps(Format::nvfp4, bf16, mt, gx, false) == (nvfp4_scale_in_a(bf16, mt, gx) ? 1 : 2));
+        // MXFP4 unpacked: the fp32 path at every GX and MT (bf16 at MT = 1 since session 37, MT = 2 since 38)
         CHECK(wide_chunk_warps(Format::mxfp4, bf16, mt, gx, false) == 2);
       }
   CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 2, false) == 2);   // bf16's fp32 path at GX 2 (4096x14336)
   CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 4, false) == 2);   // and at GX 4 (8192^2) since session 36
   CHECK(wide_chunk_warps(Format::nvfp4, false, 1, 2, false) == 1);  // f16: the scale in A at every GX
-  CHECK(wide_chunk_warps(Format::mxfp4, false, 1, 7, false) == 2);
-  CHECK(wide_chunk_warps(Format::mxfp4, true, 1, 7, false) == 2);   // bf16 too since session 37 (no fold)
   CHECK(wide_chunk_warps(Format::nvfp4, true, 2, 2, false) == 2);   // M > 8 with bf16 x: the fp32 path too
   CHECK(wide_chunk_warps(Format::nvfp4, false, 2, 2, false) == 1);  // f16 x: the scales in A
-  CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 2, false) == 2);  // MXFP4 M > 8: the fp32 path at every GX
-  CHECK(wide_chunk_warps(Format::mxfp4, true, 2, 5, false) == 2);   // since session 38 (the fold until then)
-  CHECK(wide_chunk_warps(Format::mxfp4, false, 2, 7, false) == 2);
   // MXFP4 folds at MT = 2 outside the wide kernel only; its fp32 path decodes E8M0 as pairs but in the wide
   // instances' copy with the special bytes at MT = 2 above GX 2 (Note [MXFP4 fp32 path at M > 8])
   STATIC_REQUIRE(mxfp4_folds(2, 0));
