@@ -84,6 +84,10 @@ echo "  logs in $logs"
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   VSTACK_KERNELS_LIB="$build/kernels/libvstack_kernels.so" PYTHONPATH="$root/python" \
     python3 "$here/test_fp4_torch.py" || status=1
+  # every decode-regime instance width (GX 2..7), format, x dtype and M = 1..16 against an fp32 product
+  echo "matmul_digest (decode regime against the fp32 product):"
+  VSTACK_KERNELS_LIB="$build/kernels/libvstack_kernels.so" PYTHONPATH="$root/python" \
+    python3 "$here/matmul_digest.py" || status=1
 else
   echo "torch with CUDA not found: skipped test_fp4_torch.py"
 fi
