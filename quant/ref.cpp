@@ -2,54 +2,92 @@
 #include "quant/ref.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 namespace vstack::quant::ref {
 
 namespace {
+
+// Threads for large tensors (set_threads); 0: the host's cores, at most kMaxThreads.
+std::atomic<int> g_threads{0};
+constexpr int kMaxThreads = 16;
+// fn(t, begin, end) over [0, n) in T contiguous ranges whose bounds are multiples of `align`, range t on
+// thread t (range 0 on the caller), T = threads for n but at least `least` items a thread (a thread costs tens
+// of microseconds to start: the CPU tests' small tensors stay on the caller). Each range writes its own
+// outputs, so the result does not depend on T: every caller below is checked equal at 1 and 4 threads
+// (tests/quant/test_format.cpp).
+template <typename Fn>
+int parallel_ranges(int64_t n, int64_t align, int64_t least, Fn&& fn) {
+  const int want = g_threads.load() > 0 ? g_threads.load()
+                                        : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxThreads);
+  const int64_t units = (n + align - 1) / align;
+  const int T = static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(want, n / least), 1, units));
+  const int64_t per = (units + T - 1) / T * align;
+  std::vector<std::thread> pool;
+  for (int t = 1; t < T; ++t)
+    pool.emplace_back([&, t] { fn(t, std::min(n, t * per), std::min(n, (t + 1) * per)); });
+  fn(0, 0, std::min(n, per));
+  for (std::thread& th : pool) th.join();
+  return T;
+}
 
 template <Format F>
 void quantize_linear(const float* x, int64_t n, QTensor& q) {
   constexpr int B = block_size(F);
   const int64_t blocks = n / B;
   float scale2 = 1.0f;
-  if constexpr (F == Format::nvfp4) {
+  if constexpr (F == Format::nvfp4) {  // the largest finite |x|: a max, so any split gives the same value
+    float part[kMaxThreads] = {};
+    parallel_ranges(n, 1, 1 << 18, [&](int t, int64_t i0, int64_t i1) {
+      float amax = 0.0f;
+      for (int64_t i = i0; i < i1; ++i) {
+        float a = abs_f(x[i]);
+        if (is_finite(a)) amax = max_f(amax, a);
+      }
+      part[t] = amax;
+    });
     float amax = 0.0f;
-    for (int64_t i = 0; i < n; ++i) {
-      float a = abs_f(x[i]);
-      if (is_finite(a)) amax = max_f(amax, a);
-    }
+    for (float a : part) amax = max_f(amax, a);
     scale2 = nvfp4_global(amax);
     q.scale2[0] = scale2;
   }
-  if constexpr (F == Format::mxfp4) q.scale2[0] = kMxfp4FoldF16;  // the range flag, lowered below by each block
-  for (int64_t b = 0; b < blocks; ++b) {
-    if constexpr (F == Format::nf4_dq) {
-      if (b % kDqGroup == 0) {  // group scale from the group's largest finite absmax
-        float gmax = 0.0f;
-        const int64_t end = std::min(blocks, b + kDqGroup) * B;
-        for (int64_t i = b * B; i < end; ++i) {
-          float a = abs_f(x[i]);
-          if (is_finite(a)) gmax = max_f(gmax, a);
+  // MXFP4's range flag: the least of its blocks' fold levels (a min, so any split gives the same value)
+  float level[kMaxThreads];
+  std::fill(std::begin(level), std::end(level), kMxfp4FoldF16);
+  // NF4_DQ's ranges hold whole scale2 groups (each group's scale is made at its first block)
+  parallel_ranges(blocks, F == Format::nf4_dq ? kDqGroup : 1, 1 << 12, [&](int t, int64_t b0, int64_t b1) {
+    float s2 = scale2;
+    for (int64_t b = b0; b < b1; ++b) {
+      if constexpr (F == Format::nf4_dq) {
+        if (b % kDqGroup == 0) {  // group scale from the group's largest finite absmax
+          float gmax = 0.0f;
+          const int64_t end = std::min(blocks, b + kDqGroup) * B;
+          for (int64_t i = b * B; i < end; ++i) {
+            float a = abs_f(x[i]);
+            if (is_finite(a)) gmax = max_f(gmax, a);
+          }
+          s2 = nf4dq_group_scale(gmax);
+          q.scale2[b / kDqGroup] = s2;
         }
-        scale2 = nf4dq_group_scale(gmax);
-        q.scale2[b / kDqGroup] = scale2;
       }
+      float xb[B];
+      uint8_t cb[B];
+      std::memcpy(xb, x + b * B, sizeof xb);
+      uint32_t sc = encode_block<F, B>(xb, s2, cb);
+      uint32_t any = 0;  // the block's codes ORed
+      for (int i = 0; i < B; i += 2) {
+        q.codes[(b * B + i) / 2] = static_cast<uint8_t>(cb[i] | (cb[i + 1] << 4));
+        any |= cb[i] | cb[i + 1];
+      }
+      if constexpr (F == Format::mxfp4) level[t] = std::min(level[t], static_cast<float>(mxfp4_fold_level(sc, any)));
+      if constexpr (F == Format::nf4) std::memcpy(&q.scales[b * 4], &sc, 4);
+      else q.scales[b] = static_cast<uint8_t>(sc);
     }
-    float xb[B];
-    uint8_t cb[B];
-    std::memcpy(xb, x + b * B, sizeof xb);
-    uint32_t sc = encode_block<F, B>(xb, scale2, cb);
-    uint32_t any = 0;  // the block's codes ORed
-    for (int i = 0; i < B; i += 2) {
-      q.codes[(b * B + i) / 2] = static_cast<uint8_t>(cb[i] | (cb[i + 1] << 4));
-      any |= cb[i] | cb[i + 1];
-    }
-    if constexpr (F == Format::mxfp4)
-      q.scale2[0] = std::min(q.scale2[0], static_cast<float>(mxfp4_fold_level(sc, any)));
-    if constexpr (F == Format::nf4) std::memcpy(&q.scales[b * 4], &sc, 4);
-    else q.scales[b] = static_cast<uint8_t>(sc);
-  }
+  });
+  if constexpr (F == Format::mxfp4) q.scale2[0] = *std::min_element(std::begin(level), std::end(level));
 }
 
 void alloc(QTensor& q) {
@@ -109,8 +147,16 @@ void dequantize(const QTensor& q, float* y) {
   QTensor v = q;
   v.rows = R;
   v.cols = C;
-  for (int64_t n = 0; n < R; ++n)
-    for (int64_t k = 0; k < C; ++k) y[n * C + k] = element_value(q.format, code_at(v, n, k)) * scale_at(v, n, k);
+  // elements in ranges of the flat index (every element on its own: any split gives the same y)
+  parallel_ranges(R * C, 1, 1 << 16, [&](int, int64_t i0, int64_t i1) {
+    for (int64_t i = i0, n = i0 / C, k = i0 % C; i < i1; ++i) {
+      y[i] = element_value(q.format, code_at(v, n, k)) * scale_at(v, n, k);
+      if (++k == C) {
+        k = 0;
+        ++n;
+      }
+    }
+  });
 }
 
 namespace {
@@ -125,13 +171,16 @@ QTensor relayout(const QTensor& src, Layout to) {
   alloc(d);
   d.scale2 = src.scale2;
   const int64_t N = src.rows, K = src.cols;
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; k += 2) d.codes[code_byte(to, n, k, K)] = src.codes[code_byte(src.layout, n, k, K)];
   const int B = block_size(src.format), sb = scale_bytes(src.format);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t k = 0; k < K; k += B)
-      std::memcpy(&d.scales[scale_byte(src.format, to, n, k, K)],
-                  &src.scales[scale_byte(src.format, src.layout, n, k, K)], sb);
+  // rows in ranges (a permutation: every byte has one place in either layout, so any split moves the same)
+  parallel_ranges(N, 1, std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(K, 1)), [&](int, int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n) {
+      for (int64_t k = 0; k < K; k += 2) d.codes[code_byte(to, n, k, K)] = src.codes[code_byte(src.layout, n, k, K)];
+      for (int64_t k = 0; k < K; k += B)
+        std::memcpy(&d.scales[scale_byte(src.format, to, n, k, K)],
+                    &src.scales[scale_byte(src.format, src.layout, n, k, K)], sb);
+    }
+  });
   return d;
 }
 
@@ -144,6 +193,8 @@ bool to_gemm(const QTensor& lin, QTensor& out) {
 }
 
 QTensor to_linear(const QTensor& g) { return relayout(g, Layout::linear); }
+
+void set_threads(int n) { g_threads.store(std::max(0, std::min(n, kMaxThreads))); }
 
 uint16_t f32_to_bf16(float v) {
   uint32_t u = f32_bits(v);

@@ -37,6 +37,11 @@ QTensor to_linear(const QTensor& gemm);
 uint32_t code_at(const QTensor& q, int64_t n, int64_t k);
 float scale_at(const QTensor& q, int64_t n, int64_t k);
 
+// Threads that quantize, dequantize and the layout permutations may use on large tensors (below ~4K blocks
+// or rows a call stays on the calling thread): n = 1 serial, 0 (the default) the host's cores, at most 16. The
+// results do not depend on it. Process-wide; not for concurrent use with those calls.
+void set_threads(int n);
+
 // Round-to-nearest-even conversions matching the GPU's __float2bfloat16_rn /
 // __float2half_rn (NaN maps to a quiet NaN; compare NaNs as NaN, not by bits).
 uint16_t f32_to_bf16(float v);

@@ -437,3 +437,54 @@ TEST_CASE("bf16/f16 conversions round to nearest even", "[quant][format]") {
   CHECK(ref::f32_to_f16(65520.0f) == 0x7C00);  // overflows to inf
   CHECK(ref::f16_to_f32(0x0001) == std::ldexp(1.0f, -24));
 }
+
+// The reference splits large tensors over threads (ref::set_threads): every byte it writes must be the one the
+// serial walk writes. A tensor of 1028 x 4096 (each step above its threading threshold, so 4 threads take 4
+// ranges), with the facts that span ranges placed in the last one: the largest |x| (NVFP4's tensor scale), a
+// block of tiny values (MXFP4's range flag drops to 0 only there), NaN / Inf blocks, and an NF4_DQ group scale
+// 2^20 larger than the rest.
+// The first index where two equal-sized buffers differ, or -1 (Catch would print millions of elements).
+template <typename V>
+int64_t first_difference(const V& a, const V& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof a[i]) != 0) return static_cast<int64_t>(i);
+  return -1;
+}
+
+TEST_CASE("the reference's bytes do not depend on its threads", "[quant][format]") {
+  const int64_t rows = 1028, cols = 4096;  // NF4_DQ: 257 groups, so 4 equal ranges would split one
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> nd;
+  std::vector<float> x(rows * cols);
+  for (auto& v : x) v = nd(rng);
+  const int64_t last = (rows - 3) * cols;                              // in the last of 4 ranges
+  x[last + 5] = 1000.0f;                                              // the tensor's amax
+  for (int i = 0; i < 32; ++i) x[last + 64 + i] = std::ldexp(nd(rng), -120);  // an E8M0 byte near 0
+  x[last + 200] = NAN;
+  x[last + 300] = INFINITY;
+  for (int64_t i = 0; i < 256 * 64; ++i) x[(rows - 1) * cols - 256 * 64 + i] *= std::ldexp(1.0f, 20);
+  for (Format f : kAll) {
+    for (Layout l : {Layout::linear, Layout::gemm}) {
+      INFO("format " << static_cast<int>(f) << " layout " << static_cast<int>(l));
+      ref::QTensor q1, q4;
+      std::vector<float> y1(x.size()), y4(x.size());
+      ref::set_threads(1);
+      REQUIRE(ref::quantize(x.data(), rows, cols, f, l, q1));
+      ref::dequantize(q1, y1.data());
+      const ref::QTensor lin1 = l == Layout::gemm ? ref::to_linear(q1) : q1;
+      ref::set_threads(4);
+      REQUIRE(ref::quantize(x.data(), rows, cols, f, l, q4));
+      ref::dequantize(q4, y4.data());
+      const ref::QTensor lin4 = l == Layout::gemm ? ref::to_linear(q4) : q4;
+      ref::set_threads(0);
+      CHECK(first_difference(q1.codes, q4.codes) == -1);
+      CHECK(first_difference(q1.scales, q4.scales) == -1);
+      CHECK(first_difference(q1.scale2, q4.scale2) == -1);
+      CHECK(first_difference(y1, y4) == -1);  // bit patterns: the NaN block's NaNs compare too
+      CHECK(first_difference(lin1.codes, lin4.codes) == -1);
+      CHECK(first_difference(lin1.scales, lin4.scales) == -1);
+      if (f == Format::mxfp4) CHECK(q4.scale2[0] == 0.0f);  // the tiny block's level, found in the last range
+    }
+  }
+}
