@@ -82,13 +82,32 @@ uint64_t fresh_seed() {
 
 // Random weights: N(0,1) times a per-row magnitude spread over 2^-8..2^8, plus outliers.
 std::vector<float> random_matrix(int64_t rows, int64_t cols, std::mt19937_64& rng) {
-  std::normal_distribution<float> nd;
-  std::uniform_int_distribution<int> ex(-8, 8);
+  // Slabs of kSlab rows, each drawn by its own engine seeded from rng, on up to 16 threads: the values depend
+  // on rng alone (the base seed reproduces them), not on the threads. One engine for the whole matrix took
+  // ~1.3 s a wide-kernel case (12.7K x 4096) on one core, most of the case's time (docs/NOTES.md, session 39).
+  constexpr int64_t kSlab = 64;
+  const int64_t slabs = (rows + kSlab - 1) / kSlab;
+  std::vector<uint64_t> seeds(slabs);
+  for (auto& sd : seeds) sd = rng();
   std::vector<float> x(rows * cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float s = std::ldexp(1.0f, ex(rng));
-    for (int64_t c = 0; c < cols; ++c) x[r * cols + c] = nd(rng) * s;
-  }
+  const int nt = static_cast<int>(std::clamp<int64_t>(
+      std::min<int64_t>(static_cast<int64_t>(std::thread::hardware_concurrency()), rows * cols >> 18), 1,
+      std::min<int64_t>(16, slabs)));
+  auto fill = [&](int t) {
+    for (int64_t sl = t; sl < slabs; sl += nt) {
+      std::mt19937_64 e(seeds[sl]);
+      std::normal_distribution<float> nd;
+      std::uniform_int_distribution<int> ex(-8, 8);
+      for (int64_t r = sl * kSlab; r < std::min(rows, (sl + 1) * kSlab); ++r) {
+        const float s = std::ldexp(1.0f, ex(e));
+        for (int64_t c = 0; c < cols; ++c) x[r * cols + c] = nd(e) * s;
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < nt; ++t) pool.emplace_back(fill, t);
+  fill(0);
+  for (std::thread& th : pool) th.join();
   std::uniform_int_distribution<int64_t> pos(0, rows * cols - 1);
   for (int i = 0; i < 3; ++i) x[pos(rng)] *= 40.0f;
   return x;
