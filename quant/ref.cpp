@@ -21,6 +21,7 @@ constexpr int kMaxThreads = 16;
 // (tests/quant/test_format.cpp).
 template <typename Fn>
 int parallel_ranges(int64_t n, int64_t align, int64_t least, Fn&& fn) {
+  if (n <= 0) return 0;
   const int want = g_threads.load() > 0 ? g_threads.load()
                                         : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxThreads);
   const int64_t units = (n + align - 1) / align;
