@@ -16,7 +16,7 @@ import json
 import statistics
 import sys
 
-FORMATS = ("nvfp4", "mxfp4", "nf4", "nf4_dq")
+from compare import FORMATS  # bench/quant/compare.py, beside this file
 BAR_SHAPES = ((4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192))
 
 

@@ -81,6 +81,15 @@ uint64_t fresh_seed() {
 }
 
 // Random weights: N(0,1) times a per-row magnitude spread over 2^-8..2^8, plus outliers.
+// fn(t) for t = 0 .. nt - 1, each on its own thread (t = 0 on the caller's).
+template <typename Fn>
+void on_threads(int nt, Fn&& fn) {
+  std::vector<std::thread> pool;
+  for (int t = 1; t < nt; ++t) pool.emplace_back(fn, t);
+  fn(0);
+  for (std::thread& th : pool) th.join();
+}
+
 std::vector<float> random_matrix(int64_t rows, int64_t cols, std::mt19937_64& rng) {
   // Slabs of kSlab rows, each drawn by its own engine seeded from rng, on up to 16 threads: the values depend
   // on rng alone (the base seed reproduces them), not on the threads. One engine for the whole matrix took
@@ -104,10 +113,7 @@ std::vector<float> random_matrix(int64_t rows, int64_t cols, std::mt19937_64& rn
       }
     }
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < nt; ++t) pool.emplace_back(fill, t);
-  fill(0);
-  for (std::thread& th : pool) th.join();
+  on_threads(nt, fill);
   std::uniform_int_distribution<int64_t> pos(0, rows * cols - 1);
   for (int i = 0; i < 3; ++i) x[pos(rng)] *= 40.0f;
   return x;
@@ -387,10 +393,7 @@ double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with
         }
       }
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < nt; ++t) pool.emplace_back(check_columns, t);
-  check_columns(0);
-  for (std::thread& th : pool) th.join();
+  on_threads(nt, check_columns);
   int64_t bad = 0;
   double num = 0, den = 0;
   for (const Slice& sl : slices) {  // in slice order: the sums do not depend on the threads' timing
