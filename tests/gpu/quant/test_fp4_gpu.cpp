@@ -80,7 +80,6 @@ uint64_t fresh_seed() {
   return base + 0x9E3779B97F4A7C15ull * ++n;
 }
 
-// Random weights: N(0,1) times a per-row magnitude spread over 2^-8..2^8, plus outliers.
 // fn(t) for t = 0 .. nt - 1, each on its own thread (t = 0 on the caller's).
 template <typename Fn>
 void on_threads(int nt, Fn&& fn) {
@@ -90,6 +89,7 @@ void on_threads(int nt, Fn&& fn) {
   for (std::thread& th : pool) th.join();
 }
 
+// Random weights: N(0,1) times a per-row magnitude spread over 2^-8..2^8, plus outliers.
 std::vector<float> random_matrix(int64_t rows, int64_t cols, std::mt19937_64& rng) {
   // Slabs of kSlab rows, each drawn by its own engine seeded from rng, on up to 16 threads: the values depend
   // on rng alone (the base seed reproduces them), not on the threads. One engine for the whole matrix took
