@@ -20,8 +20,8 @@ constexpr int kMaxThreads = 16;
 // outputs, so the result does not depend on T: every caller below is checked equal at 1 and 4 threads
 // (tests/quant/test_format.cpp).
 template <typename Fn>
-int parallel_ranges(int64_t n, int64_t align, int64_t least, Fn&& fn) {
-  if (n <= 0) return 0;
+void parallel_ranges(int64_t n, int64_t align, int64_t least, Fn&& fn) {
+  if (n <= 0) return;
   const int want = g_threads.load() > 0 ? g_threads.load()
                                         : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxThreads);
   const int64_t units = (n + align - 1) / align;
@@ -32,7 +32,16 @@ int parallel_ranges(int64_t n, int64_t align, int64_t least, Fn&& fn) {
     pool.emplace_back([&, t] { fn(t, std::min(n, t * per), std::min(n, (t + 1) * per)); });
   fn(0, 0, std::min(n, per));
   for (std::thread& th : pool) th.join();
-  return T;
+}
+
+// The largest finite |x[i]| over [i0, i1) (0 if none).
+float finite_amax(const float* x, int64_t i0, int64_t i1) {
+  float amax = 0.0f;
+  for (int64_t i = i0; i < i1; ++i) {
+    float a = abs_f(x[i]);
+    if (is_finite(a)) amax = max_f(amax, a);
+  }
+  return amax;
 }
 
 template <Format F>
@@ -42,14 +51,7 @@ void quantize_linear(const float* x, int64_t n, QTensor& q) {
   float scale2 = 1.0f;
   if constexpr (F == Format::nvfp4) {  // the largest finite |x|: a max, so any split gives the same value
     float part[kMaxThreads] = {};
-    parallel_ranges(n, 1, 1 << 18, [&](int t, int64_t i0, int64_t i1) {
-      float amax = 0.0f;
-      for (int64_t i = i0; i < i1; ++i) {
-        float a = abs_f(x[i]);
-        if (is_finite(a)) amax = max_f(amax, a);
-      }
-      part[t] = amax;
-    });
+    parallel_ranges(n, 1, 1 << 18, [&](int t, int64_t i0, int64_t i1) { part[t] = finite_amax(x, i0, i1); });
     float amax = 0.0f;
     for (float a : part) amax = max_f(amax, a);
     scale2 = nvfp4_global(amax);
@@ -64,13 +66,7 @@ void quantize_linear(const float* x, int64_t n, QTensor& q) {
     for (int64_t b = b0; b < b1; ++b) {
       if constexpr (F == Format::nf4_dq) {
         if (b % kDqGroup == 0) {  // group scale from the group's largest finite absmax
-          float gmax = 0.0f;
-          const int64_t end = std::min(blocks, b + kDqGroup) * B;
-          for (int64_t i = b * B; i < end; ++i) {
-            float a = abs_f(x[i]);
-            if (is_finite(a)) gmax = max_f(gmax, a);
-          }
-          s2 = nf4dq_group_scale(gmax);
+          s2 = nf4dq_group_scale(finite_amax(x, b * B, std::min(blocks, b + kDqGroup) * B));
           q.scale2[b / kDqGroup] = s2;
         }
       }
