@@ -17,6 +17,7 @@ import statistics
 import sys
 
 from compare import FORMATS  # bench/quant/compare.py, beside this file
+
 BAR_SHAPES = ((4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192))
 
 
