@@ -506,6 +506,16 @@ constexpr bool wide_chunks_by_ffma(Format f, bool bf16, int mt, int gx, bool pac
 constexpr int wide_chunk_warps(Format f, bool bf16, int mt, int gx, bool pack) {
   return wide_chunks_by_ffma(f, bf16, mt, gx, pack) ? 2 : 1;
 }
+// Note [Early x]. At MT = 2 the wide instance's producer waits for the kernel before (griddepcontrol.wait)
+// and issues slice 0's x box (16 chunks x 16 rows, 32 KB) right after its early weights, before the CTA
+// barrier that waits for the consumers' table build; at MT = 1 it issues it after that barrier, as the
+// other slices. H200, driver 580.159.04, 2026-12-01, three rotated rounds against the same kernels without
+// it (bench/RESULTS.md "Session 40", lab 3 of docs/labs/): M = 9..16 0.93-1.00 (4096^2 NF4 M = 16 0.932,
+// 44.0 -> 47.2 % of the read stream; 8192^2 0.98-0.99; 4096x14336 0.97-1.00), M <= 8 0.996-1.005 (its
+// kernels are unchanged). At MT = 1 too (lab 2 of session 39, with the MXFP4 flag load also moved early)
+// NF4 at GX 2 lost 1-2 %; MXFP4's 1-7 % there was the flag move's alone (lab 3b, session 40: 1.01-1.07 at
+// every M with x where it was).
+constexpr bool wide_early_x(int mt) { return mt == 2; }
 // NF4_DQ: the instances up to this GX also take K whose rows span two scale2 groups (K / 64 <= kDqGroup
 // and not a divisor of it: three values a row and tile in registers), the others one group only.
 inline constexpr int kWideDq2Max = 3;

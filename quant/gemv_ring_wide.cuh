@@ -56,6 +56,7 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
   // mma starts from zero and is added by FFMA (wide_chunks_by_ffma)
   constexpr int CW = kWideCW<F, T, MT, GX, PK>;
   constexpr int W = wide_warps(CW);  // consumer warps
+  constexpr bool kEarlyX = wide_early_x(MT);  // Note [Early x]
   constexpr int NG = chunk_groups(F);
   static_assert(!PK || (MT == 1 && NG > 1), "packed columns: one column tile, several scale groups");
   const uint32_t base = hp::smem_addr(smem);
@@ -97,6 +98,13 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
     hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, i / GX * kRingChunks, t, pol_w);
   };
 
+  // slice s's x into buffer xs once its phase xph ^ 1 is free (the first use of a buffer passes at once)
+  auto load_x = [&](int s, int xs, int xph) {
+    hp::mbar_wait(&xempty[xs], xph ^ 1);
+    hp::mbar_arrive_expect_tx(&xfull[xs], x_bytes);
+    hp::tma_load_3d(xbuf(xs), &a.mx, &xfull[xs], 0, 0, s * kRingChunks, pol_x);
+  };
+
   gemv::pdl_launch_dependents();
   if (warp < W) {
 #pragma unroll
@@ -129,6 +137,10 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
       gemv::prefetch_l2(p.codes + gemm_chunk(kGemvRows * t, k0, p.k), nc * 512);
       gemv::prefetch_l2(p.scales + gemm_scale_chunk(kGemvRows * t, k0, p.k, SB), nc * 16 * SB);
     }
+    if constexpr (kEarlyX) {  // Note [Early x]: slice 0's x once the kernel before has completed
+      gemv::pdl_wait();
+      load_x(0, 0, 0);
+    }
   }
   __syncthreads();
   gemv::pdl_wait();
@@ -138,9 +150,11 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
     if (warp == W && lane == 0) {
       int slot = 0, phase = 0, xs = 0, xph = 0;
       for (int s = 0, i = 0; s < S; ++s) {
-        hp::mbar_wait(&xempty[xs], xph ^ 1);
-        hp::mbar_arrive_expect_tx(&xfull[xs], x_bytes);
-        hp::tma_load_3d(xbuf(xs), &a.mx, &xfull[xs], 0, 0, s * kRingChunks, pol_x);
+        if constexpr (kEarlyX) {  // slice 0's x went out before the CTA barrier
+          if (s > 0) load_x(s, xs, xph);
+        } else {
+          load_x(s, xs, xph);
+        }
         if (++xs == 2) {
           xs = 0;
           xph ^= 1;
