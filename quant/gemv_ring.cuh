@@ -418,12 +418,12 @@ bool encode_ring_maps(RingArgs& a, const GemmParams& p) {
 }
 
 // A ring kernel's arguments with layout l, `slots` of its slots used, the tensor maps still to encode.
-inline RingArgs ring_args(const RingLayout& l, int slots) {
+inline RingArgs ring_args(const RingLayout& l, int slots, int early = kRingEarlyStages) {
   RingArgs a{};
   a.l = l;
   a.slots = slots;
   a.pf_stages = forced_gemv_ring_pf() >= 0 ? forced_gemv_ring_pf() : kRingPrefetchStages;
-  a.early = forced_gemv_ring_early() >= 0 ? forced_gemv_ring_early() : kRingEarlyStages;
+  a.early = forced_gemv_ring_early() >= 0 ? forced_gemv_ring_early() : early;
   return a;
 }
 
