@@ -10,10 +10,13 @@
 # BASE, LAB: libvstack_kernels.so files (or .so.xz); ROUNDS: 3 by default (two proved unreliable, docs/NOTES.md
 # session 17); the bench arguments default to --m 1,4,8,9,16 on the four bar shapes. A bit-identity failure
 # stops before the bench (a lab meant to change the arithmetic: set VSTACK_AB_NO_DIGEST=1 and rely on the
-# reference check of the GPU suite instead). The JSON files and logs stay under OUTDIR.
+# reference check of the GPU suite instead). OUTDIR gets six files, so that it can be the device's $OUT (which
+# returns at most 8): digest_base.json, digest_{base,lab}.log, compare_{bf16,f16}.txt and runs.tar.gz, the
+# bench's JSON files and logs (bf16/ and f16/, <variant>_<round>.json). The libraries and the runs themselves
+# are written under VSTACK_AB_WORK (default: a new temporary folder), which is left in place.
 # Cost, H200 (session 39): digests ~10 s a library, a bench run ~15 s, so 3 rounds ~3.5 minutes.
 set -uo pipefail
-[ $# -ge 3 ] || { sed -n 2,14p "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n 2,17p "$0" >&2; exit 2; }
 base=$1 lab=$2 out=$3
 shift 3
 rounds=3
@@ -23,13 +26,16 @@ bench_args=("$@")
 [ ${#bench_args[@]} -eq 0 ] && bench_args=(--m 1,4,8,9,16 --shapes 4096x4096,4096x14336,8192x8192,14336x4096)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
-lib() {  # lib SRC NAME: the library as $out/NAME/libvstack_kernels.so
-  mkdir -p "$out/$2"
+work=${VSTACK_AB_WORK:-$(mktemp -d /tmp/vstack-ab.XXXXXX)}
+mkdir -p "$work"
+lib() {  # lib SRC NAME: the library as $work/NAME/libvstack_kernels.so
+  mkdir -p "$work/$2"
   case $1 in
-    *.xz) xz -dc "$1" > "$out/$2/libvstack_kernels.so" ;;
-    *) cp "$1" "$out/$2/libvstack_kernels.so" ;;
+    *.xz) python3 -c "import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], 'wb'))" \
+      "$1" "$work/$2/libvstack_kernels.so" ;;
+    *) cp "$1" "$work/$2/libvstack_kernels.so" ;;
   esac || { echo "ab_decode: cannot read $1" >&2; exit 1; }
-  echo "$out/$2/libvstack_kernels.so"
+  echo "$work/$2/libvstack_kernels.so"
 }
 base_so=$(lib "$base" base) || exit 1
 lab_so=$(lib "$lab" lab) || exit 1
@@ -54,17 +60,19 @@ for r in $(seq 1 "$rounds"); do
     so=$base_so
     [ "$v" = lab ] && so=$lab_so
     for dt in bf16 f16; do
-      mkdir -p "$out/$dt"
+      mkdir -p "$work/runs/$dt"
       if ! VSTACK_KERNELS_LIB=$so python3 "$root/bench/quant/bench_fp4.py" --no-convert --decode --x-dtype "$dt" \
-        "${bench_args[@]}" --json "$out/$dt/${v}_$r.json" > "$out/$dt/${v}_$r.log" 2>&1; then
+        "${bench_args[@]}" --json "$work/runs/$dt/${v}_$r.json" > "$work/runs/$dt/${v}_$r.log" 2>&1; then
         echo "ab_decode: bench $v $dt round $r failed:" >&2
-        tail -5 "$out/$dt/${v}_$r.log" >&2
+        tail -5 "$work/runs/$dt/${v}_$r.log" >&2
+        tar -C "$work/runs" -czf "$out/runs.tar.gz" .
         exit 1
       fi
     done
   done
 done
+tar -C "$work/runs" -czf "$out/runs.tar.gz" bf16 f16
 for dt in bf16 f16; do
   echo "== x $dt: lab / base"
-  python3 "$root/bench/quant/compare.py" "$out/$dt" --order base,lab | tee "$out/compare_$dt.txt"
+  python3 "$root/bench/quant/compare.py" "$work/runs/$dt" --order base,lab | tee "$out/compare_$dt.txt"
 done
