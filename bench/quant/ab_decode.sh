@@ -1,29 +1,27 @@
 #!/usr/bin/env bash
 # A/B of two builds of libvstack_kernels.so on a GPU machine, in one call: first every decode-regime y of the
 # lab must be bit-identical to the base's (tests/gpu/quant/matmul_digest.py: the wide instances' shapes, all
-# formats, bf16 and f16, M = 1..16, each also checked against an fp32 product), then the decode bench
-# (bench_fp4.py --decode --no-convert) runs in rotated rounds (base lab, lab base, base lab, ...) for bf16 and
-# f16 x, and bench/quant/compare.py prints each cell's ratio lab / base with the per-round range.
+# formats, bf16 and f16, M = 1..16, each also checked against an fp32 product), then bench/quant/rounds.sh runs
+# the decode bench of both in rotated rounds (base lab, lab base, base lab, ...) for bf16 and f16 x and prints
+# each cell's ratio lab / base with the per-round range.
 #
 # Usage (repository root, the vstack package under python/):
 #   bench/quant/ab_decode.sh BASE LAB OUTDIR [ROUNDS] [-- bench_fp4.py arguments]
-# BASE, LAB: libvstack_kernels.so files (or .so.xz); ROUNDS: 3 by default (two proved unreliable, docs/NOTES.md
-# session 17); the bench arguments default to --m 1,4,8,9,16 on the four bar shapes. A bit-identity failure
-# stops before the bench (a lab meant to change the arithmetic: set VSTACK_AB_NO_DIGEST=1 and rely on the
-# reference check of the GPU suite instead). OUTDIR gets six files, so that it can be the device's $OUT (which
-# returns at most 8): digest_base.json, digest_{base,lab}.log, compare_{bf16,f16}.txt and runs.tar.gz, the
-# bench's JSON files and logs (bf16/ and f16/, <variant>_<round>.json). The libraries and the runs themselves
-# are written under VSTACK_AB_WORK (default: a new temporary folder), which is left in place.
-# Cost, H200 (session 39): digests ~10 s a library, a bench run ~15 s, so 3 rounds ~3.5 minutes.
+# BASE, LAB: libvstack_kernels.so files (or .so.xz); ROUNDS: 3 by default; the bench arguments default to
+# rounds.sh's (--m 1,4,8,9,16 on the four bar shapes). A bit-identity failure stops before the bench (a lab meant
+# to change the arithmetic: set VSTACK_AB_NO_DIGEST=1 and rely on the reference check of the GPU suite instead).
+# OUTDIR gets six files, so that it can be the device's $OUT (which returns at most 8): digest_base.json,
+# digest_{base,lab}.log and rounds.sh's compare_{bf16,f16}.txt and runs.tar.gz. The libraries and the runs are
+# written under VSTACK_AB_WORK (default: a new temporary folder), which is left in place.
+# Cost, H200 (session 39): digests ~10 s a library, then rounds.sh's ~3 minutes for 3 rounds.
 set -uo pipefail
-[ $# -ge 3 ] || { sed -n 2,17p "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n 2,16p "$0" >&2; exit 2; }
 base=$1 lab=$2 out=$3
 shift 3
 rounds=3
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then rounds=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
 bench_args=("$@")
-[ ${#bench_args[@]} -eq 0 ] && bench_args=(--m 1,4,8,9,16 --shapes 4096x4096,4096x14336,8192x8192,14336x4096)
 root=$(cd "$(dirname "$0")/../.." && pwd)
 mkdir -p "$out"
 work=${VSTACK_AB_WORK:-$(mktemp -d /tmp/vstack-ab.XXXXXX)}
@@ -54,25 +52,5 @@ if [ "${VSTACK_AB_NO_DIGEST:-0}" != 1 ]; then
     exit 1
   fi
 fi
-for r in $(seq 1 "$rounds"); do
-  if [ $((r % 2)) = 0 ]; then order="lab base"; else order="base lab"; fi
-  for v in $order; do
-    so=$base_so
-    [ "$v" = lab ] && so=$lab_so
-    for dt in bf16 f16; do
-      mkdir -p "$work/runs/$dt"
-      if ! VSTACK_KERNELS_LIB=$so python3 "$root/bench/quant/bench_fp4.py" --no-convert --decode --x-dtype "$dt" \
-        "${bench_args[@]}" --json "$work/runs/$dt/${v}_$r.json" > "$work/runs/$dt/${v}_$r.log" 2>&1; then
-        echo "ab_decode: bench $v $dt round $r failed:" >&2
-        tail -5 "$work/runs/$dt/${v}_$r.log" >&2
-        tar -C "$work/runs" -czf "$out/runs.tar.gz" .
-        exit 1
-      fi
-    done
-  done
-done
-tar -C "$work/runs" -czf "$out/runs.tar.gz" bf16 f16
-for dt in bf16 f16; do
-  echo "== x $dt: lab / base"
-  python3 "$root/bench/quant/compare.py" "$work/runs/$dt" --order base,lab | tee "$out/compare_$dt.txt"
-done
+VSTACK_AB_WORK=$work exec "$root/bench/quant/rounds.sh" "$out" "$rounds" base="$base_so" lab="$lab_so" -- \
+  "${bench_args[@]}"
