@@ -22,8 +22,8 @@ constexpr int kMaxThreads = 16;
 template <typename Fn>
 void parallel_ranges(int64_t n, int64_t align, int64_t least, Fn&& fn) {
   if (n <= 0) return;
-  const int want = g_threads.load() > 0 ? g_threads.load()
-                                        : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxThreads);
+  const int set = g_threads.load();
+  const int want = set > 0 ? set : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxThreads);
   const int64_t units = (n + align - 1) / align;
   const int T = static_cast<int>(std::clamp<int64_t>(std::min<int64_t>(want, n / least), 1, units));
   const int64_t per = (units + T - 1) / T * align;
