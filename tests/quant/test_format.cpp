@@ -438,11 +438,6 @@ TEST_CASE("bf16/f16 conversions round to nearest even", "[quant][format]") {
   CHECK(ref::f16_to_f32(0x0001) == std::ldexp(1.0f, -24));
 }
 
-// The reference splits large tensors over threads (ref::set_threads): every byte it writes must be the one the
-// serial walk writes. A tensor of 1028 x 4096 (each step above its threading threshold, so 4 threads take 4
-// ranges), with the facts that span ranges placed in the last one: the largest |x| (NVFP4's tensor scale), a
-// block of tiny values (MXFP4's range flag drops to 0 only there), NaN / Inf blocks, and an NF4_DQ group scale
-// 2^20 larger than the rest.
 // The first index where two equal-sized buffers differ, or -1 (Catch would print millions of elements).
 template <typename V>
 int64_t first_difference(const V& a, const V& b) {
@@ -452,6 +447,11 @@ int64_t first_difference(const V& a, const V& b) {
   return -1;
 }
 
+// The reference splits large tensors over threads (ref::set_threads): every byte it writes must be the one the
+// serial walk writes. A tensor of 1028 x 4096 (each step above its threading threshold, so 4 threads take 4
+// ranges), with the facts that span ranges placed in the last one: the largest |x| (NVFP4's tensor scale), a
+// block of tiny values (MXFP4's range flag drops to 0 only there), NaN / Inf blocks, and an NF4_DQ group scale
+// 2^20 larger than the rest.
 TEST_CASE("the reference's bytes do not depend on its threads", "[quant][format]") {
   const int64_t rows = 1028, cols = 4096;  // NF4_DQ: 257 groups, so 4 equal ranges would split one
   std::mt19937_64 rng(7);

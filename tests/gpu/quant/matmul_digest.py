@@ -31,7 +31,7 @@ import vstack.fp4 as fp4
 SHAPES = [(4096, 4096), (4096, 14336), (6144, 4096), (8192, 8192), (10240, 8192), (12288, 4096), (14336, 4096),
           (10585, 2112)]
 MS = [1, 2, 3, 4, 5, 8, 9, 12, 16]
-FORMATS = ["nvfp4", "mxfp4", "nf4", "nf4_dq"]
+FORMATS = list(fp4.FORMATS)  # nvfp4, mxfp4, nf4, nf4_dq
 DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 
 
