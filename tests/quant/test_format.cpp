@@ -10,12 +10,11 @@
 
 #include "quant/format.hpp"
 #include "quant/ref.hpp"
+#include "tests/quant/formats.hpp"
 
 using namespace vstack::quant;
 
 namespace {
-
-const Format kAll[] = {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq};
 
 double rel_mse(Format f, const std::vector<float>& x, int64_t rows) {
   ref::QTensor q;
@@ -241,7 +240,7 @@ TEST_CASE("relative MSE on N(0,1) data reproduces the published figures within 2
 TEST_CASE("zeros", "[quant][edge]") {
   std::vector<float> x(256, 0.0f);
   x[3] = -0.0f;
-  for (Format f : kAll) {
+  for (Format f : kAllFormats) {
     ref::QTensor q;
     REQUIRE(ref::quantize(x.data(), 4, 64, f, Layout::linear, q));
     const uint8_t zc = static_cast<uint8_t>(zero_code(f) | (zero_code(f) << 4));
@@ -258,7 +257,7 @@ TEST_CASE("denormal inputs decode finite and close", "[quant][edge]") {
   // fp32 subnormals up to 2^-127, the smallest E8M0 scale: every format keeps them to half the block's amax.
   std::vector<float> x(64);
   for (int i = 0; i < 64; ++i) x[i] = std::ldexp(static_cast<float>(i + 1), -133);
-  for (Format f : kAll) {
+  for (Format f : kAllFormats) {
     INFO("format " << static_cast<int>(f));
     const auto y = roundtrip(f, x);
     for (int i = 0; i < 64; ++i) {
@@ -283,7 +282,7 @@ TEST_CASE("+-max: saturating and finite", "[quant][edge]") {
   std::vector<float> x(64, 1.0f);
   x[0] = FLT_MAX;
   x[17] = -FLT_MAX;
-  for (Format f : kAll) {
+  for (Format f : kAllFormats) {
     INFO("format " << static_cast<int>(f));
     const auto y = roundtrip(f, x);
     for (float v : y) CHECK(std::isfinite(v));
@@ -299,7 +298,7 @@ TEST_CASE("+-max: saturating and finite", "[quant][edge]") {
 
 TEST_CASE("NaN/Inf policy: the block's scale becomes NaN, other blocks unaffected", "[quant][edge]") {
   for (float bad : {NAN, INFINITY, -INFINITY}) {
-    for (Format f : kAll) {
+    for (Format f : kAllFormats) {
       INFO("format " << static_cast<int>(f) << " value " << bad);
       const int B = block_size(f);
       std::vector<float> x(256);
@@ -464,7 +463,7 @@ TEST_CASE("the reference's bytes do not depend on its threads", "[quant][format]
   x[last + 200] = NAN;
   x[last + 300] = INFINITY;
   for (int64_t i = 0; i < 256 * 64; ++i) x[(rows - 1) * cols - 256 * 64 + i] *= std::ldexp(1.0f, 20);
-  for (Format f : kAll) {
+  for (Format f : kAllFormats) {
     for (Layout l : {Layout::linear, Layout::gemm}) {
       INFO("format " << static_cast<int>(f) << " layout " << static_cast<int>(l));
       ref::QTensor q1, q4;

@@ -4,6 +4,7 @@
 #include "quant/env.hpp"
 #include "quant/gemm_traits.hpp"
 #include "quant/gemv_plan.hpp"
+#include "tests/quant/formats.hpp"
 
 #include <algorithm>
 #include <map>
@@ -511,7 +512,7 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
         CHECK(l.slots >= kRingMinSlots);
         CHECK(l.slots <= kRingMaxSlots);
         // the early stages (Note [Early weights]) are slots of the ring: the kernel would clamp the count
-        for (Format f : {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq})
+        for (Format f : kAllFormats)
           if (chunk_scale_bytes(f) == sb) CHECK(wide_early_stages(f, gx, mt) <= l.slots);
         CHECK((2 - wide_x_in_a(mt)) * wide_x_bytes(mt) + l.slots * l.slot_bytes <= kRingBBytes);
         CHECK(static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(wide_pass(mt)) * 4 <= kWideSumBytes);
@@ -660,7 +661,7 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
     for (int64_t k : {1024, 4096, 4160, 8192, 14336, 16448})
       for (int64_t n = 16; n <= 16000; n += 16 * 29)
         for (int sms : {20, 132})
-          for (Format f : {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq}) {
+          for (Format f : kAllFormats) {
             INFO("m " << m << " n " << n << " k " << k << " sms " << sms << " f " << static_cast<int>(f));
             const int64_t tiles = (n + 15) / 16, gx_min = (tiles + sms - 1) / sms;
             const bool applies = ring_wide_instance(gx_min) && (f != Format::nf4_dq || kDqGroup % (k / 64) == 0 ||

@@ -7,6 +7,7 @@
 
 #include "quant/layout.hpp"
 #include "quant/ref.hpp"
+#include "tests/quant/formats.hpp"
 
 using namespace vstack::quant;
 
@@ -86,7 +87,7 @@ TEST_CASE("sizes and shape rules", "[quant][layout]") {
 TEST_CASE("pack to the GEMM layout and back is lossless; elements agree", "[quant][layout]") {
   std::mt19937_64 rng(7);
   std::normal_distribution<float> nd;
-  for (Format f : {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq}) {
+  for (Format f : kAllFormats) {
     for (auto [N, K] : {std::pair<int64_t, int64_t>{1, 64}, {17, 192}, {33, 64 * 260}, {16, 128}}) {
       INFO("format " << static_cast<int>(f) << " N " << N << " K " << K);
       std::vector<float> x(N * K);

@@ -19,6 +19,7 @@
 #include "quant/env.hpp"
 #include "quant/gemv_plan.hpp"
 #include "quant/ref.hpp"
+#include "tests/quant/formats.hpp"
 #include "vstack/kernels.h"
 
 using namespace vstack::quant;
@@ -162,8 +163,6 @@ struct DevQ {
   }
 };
 
-const Format kFormats[] = {Format::nvfp4, Format::mxfp4, Format::nf4, Format::nf4_dq};
-
 }  // namespace
 
 TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
@@ -180,7 +179,7 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
   const int extreme_exp[9] = {-140, -126, -110, -95, -88, 0, 88, 95, 120};
   const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
   int mx_flags[3] = {0, 0, 0};  // MXFP4 tensors by range flag (scale2[0], compared below): every level occurs
-  for (Format f : kFormats)
+  for (Format f : kAllFormats)
     for (Layout l : {Layout::linear, Layout::gemm})
       for (vstack_dtype_t dt : kDtypes)
         for (const Shape& s : shapes) {
@@ -240,7 +239,7 @@ TEST_CASE("nf4_encode_fast on the GPU is nf4_encode for every float", "[gpu][qua
 
 TEST_CASE("dequantize is bit-identical to the reference", "[gpu][quant]") {
   std::mt19937_64 rng(fresh_seed());
-  for (Format f : kFormats)
+  for (Format f : kAllFormats)
     for (Layout l : {Layout::linear, Layout::gemm})
       for (vstack_dtype_t dt : kDtypes)
         for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 64}, {19, 320}, {300, 1024}}) {
@@ -422,7 +421,7 @@ TEST_CASE("matmul matches the fp64 product within bf16/f16 rounding", "[gpu][qua
                           {1101, 4100, 128}};
   double worst_rel = 0;
   std::string worst;
-  for (Format f : kFormats)
+  for (Format f : kAllFormats)
     for (vstack_dtype_t dt : {VSTACK_DTYPE_BF16, VSTACK_DTYPE_F16})
       for (const MatmulShape& s : shapes)
         for (bool with_bias : {false, true}) {
@@ -468,7 +467,7 @@ TEST_CASE("decode kernel: the forced plan matches the fp64 product", "[gpu][quan
   std::mt19937_64 rng(fresh_seed());
   // ragged N (not a multiple of 16 x T), K slices of unequal length, one and two mma column tiles
   const MatmulShape shapes[] = {{1, 1104, 3200}, {9, 520, 2496}, {16, 312, 4160}, {3, 2072, 1216}, {8, 1000, 6464}};
-  for (Format f : kFormats)
+  for (Format f : kAllFormats)
     for (const MatmulShape& s : shapes) {
       check_matmul(s, f, s.m == 9 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
       if (f == Format::mxfp4 && s.m > 8)  // M = 9 (f16), 16 (bf16): the MXFP4 decode without the flag, too
@@ -516,7 +515,7 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
                                   {12, n, 4160}, {2, n, 2112}, {4, n, 1024}};
     for (const MatmulShape& s : shapes) {
       if ((s.m == 9 && gx != 7) || (s.m == 8 && gx != 3 && gx != 6) || (s.m == 12 && gx > kWideDq2Max)) continue;
-      for (Format f : kFormats) {
+      for (Format f : kAllFormats) {
         const int want = ring_wide_tiles(s.m, s.n, s.k, f, sms, forced);
         const bool two_groups = f == Format::nf4_dq && (s.k == 2112 || s.k == 4160);
         const bool applies = !(two_groups && gx > kWideDq2Max) && forced != 0;
@@ -593,7 +592,7 @@ TEST_CASE("wgmma GEMM: the K split matches the fp64 product", "[gpu][quant][gemm
   // where the decode kernel has no plan (K > 32768: wg64n with 8 slices on an H100)
   const MatmulShape shapes[] = {{33, 520, 4160}, {7, 200, 640}, {100, 1040, 2048}, {40, 4352, 1600},
                                 {12, 264, 33280}};
-  for (Format f : kFormats)
+  for (Format f : kAllFormats)
     for (const MatmulShape& s : shapes) check_matmul(s, f, s.m == 7 ? VSTACK_DTYPE_F16 : VSTACK_DTYPE_BF16, s.m % 2 == 1, rng);
 }
 
@@ -622,7 +621,7 @@ TEST_CASE("matmul: a NaN weight block poisons exactly its column", "[gpu][quant]
   std::mt19937_64 rng(fresh_seed());
   const int64_t n = 48, k = 256;
   for (int64_t m : {5, 16, 300})  // the mma.sync GEMV (16: the scale folded into A) and the wgmma tiles
-    for (Format f : kFormats) {
+    for (Format f : kAllFormats) {
       std::vector<float> w = random_matrix(n, k, rng);
       w[7 * k + 100] = NAN;  // row 7 = output column 7
       ref::QTensor q;
