@@ -226,9 +226,9 @@ inline constexpr int64_t kRingSmem = 227 * 1024;          // dynamic shared memo
 // formats, the four bar shapes, M = 1..16; NF4 formats 0.93-0.98, 4096^2 0.93-0.99, none slower than
 // 1.003; H200, session 33; bench/RESULTS.md). The ring kernel's did not gain as a whole (2048x8192
 // 0.96-0.97 at M <= 8, 1.00-1.01 at M = 16; 28672x4096 1.00-1.02; its loop got one SASS instruction
-// longer), so it still issues them after the barrier. The wide instances take 3 stages at MT = 1 where GX >= 5,
-// and NF4 / NF4_DQ from GX 3 (wide_early_stages, session 40). VSTACK_GEMV_RING_EARLY=<n> (0..kRingMaxSlots) sets
-// the count for benchmarks.
+// longer), so it still issues them after the barrier. The wide instances take 3 stages at MT = 1 where
+// GX >= 6, at GX 5 where the columns are packed, and for NF4 / NF4_DQ from GX 3 (wide_early_stages, sessions 40
+// and 41). VSTACK_GEMV_RING_EARLY=<n> (0..kRingMaxSlots) sets the count for benchmarks.
 
 // The ring kernel's buffers, valid wherever dynamic shared memory starts in [0, kRingBaseMax]: region
 // A, [0, 0x10000 - kRingBaseMax) from the start of dynamic shared memory, holds the consumer warps'
@@ -517,18 +517,20 @@ constexpr int wide_chunk_warps(Format f, bool bf16, int mt, int gx, bool pack) {
 // NF4 at GX 2 lost 1-2 %; MXFP4's 1-7 % there was the flag move's alone (lab 3b, session 40: 1.01-1.07 at
 // every M with x where it was).
 constexpr bool wide_early_x(int mt) { return mt == 2; }
-// The wide instance's early weight stages (Note [Early weights]): 3 at MT = 1 where GX >= 5 (the ring then holds
-// exactly one slice of GX stages) and, for NF4 and NF4_DQ, from GX = 3; else kRingEarlyStages. H200, driver
-// 580.159.04, 2026-12-01, three rotated rounds of VSTACK_GEMV_RING_EARLY = 3 against 2 on one library
+// The wide instance's early weight stages (Note [Early weights]): 3 at MT = 1 where GX >= 6, at GX = 5 where the
+// columns are packed (pk: NVFP4 M <= 2, MXFP4 M <= 4) and for NF4 and NF4_DQ from GX = 3; else kRingEarlyStages.
+// H200, driver 580.159.04, 2026-12-01, three rotated rounds of VSTACK_GEMV_RING_EARLY = 3 against 2 on one library
 // (bench/RESULTS.md "Session 40"): at M <= 8 GX 6 and 7 (12288 and 14336 x 4096 / 8192) 0.971-0.999 in every
 // format, GX 5 (10240x4096) 0.975-0.989 but NVFP4 M = 4, 8 1.005-1.008; GX 3 (6144x4096) NF4 0.961-0.974, NF4_DQ
 // 0.991-0.998, NVFP4 / MXFP4 0.98-1.024; GX 4 (8192^2) NF4 / NF4_DQ 0.992-0.999, NVFP4 / MXFP4 0.999-1.010; GX 2
 // 0.98-1.03; at M = 16 1.00-1.04 at K = 4096 (slice 0's x, 32 KB, queues behind the early weights: Note [Early
-// x]). The library built with the GX >= 5 part against the one without, same call: GX 5..7 M <= 8 0.975-0.995
-// (GX 5 NVFP4 / MXFP4 M = 8 1.002-1.008), every other cell 0.996-1.004. The NF4 part was measured under the
-// variable only (the same launch argument).
-constexpr int wide_early_stages(Format f, int gx, int mt) {
-  return mt == 1 && (gx >= 5 || (uses_nf4_table(f) && gx >= 3)) ? 3 : kRingEarlyStages;
+// x]). Session 41 timed the rule of session 40 (3 wherever MT = 1 and GX >= 5, or NF4 formats and GX >= 3) as
+// built against 2 everywhere (the variable), bf16 and f16 x: GX 3 NF4 0.963-0.982, NF4_DQ 0.990-1.002; GX 4 NF4
+// formats 0.992-1.002; GX 5..7 M <= 8 0.974-0.999, but GX 5's unpacked NVFP4 / MXFP4 (NVFP4 M = 4, 8, MXFP4 M = 8)
+// 1.003-1.011; every other cell 0.995-1.003. Hence the pk term (those instances keep 2).
+constexpr int wide_early_stages(Format f, int gx, int mt, bool pk) {
+  const bool three = gx >= 6 || (gx == 5 && pk) || (uses_nf4_table(f) && gx >= 3);
+  return mt == 1 && three ? 3 : kRingEarlyStages;
 }
 // NF4_DQ: the instances up to this GX also take K whose rows span two scale2 groups (K / 64 <= kDqGroup
 // and not a divisor of it: three values a row and tile in registers), the others one group only.

@@ -349,7 +349,7 @@ cudaError_t launch_gemv_wide(const GemmParams& p, cudaStream_t stream) {
   const int64_t blocks = ((p.n + kGemvRows - 1) / kGemvRows + GX - 1) / GX;
   if (blocks > p.sms) return cudaErrorInvalidValue;  // one round only (the sums alias the slots)
   const RingLayout l = wide_layout(p.m, chunk_scale_bytes(F), GX);
-  RingArgs a = ring_args(l, l.slots, wide_early_stages(F, GX, MT));
+  RingArgs a = ring_args(l, l.slots, wide_early_stages(F, GX, MT, PK));
   return launch_ring_kernel<F>(fp4_gemv_wide_kernel<F, T, MT, GX, PK>, p, a, blocks, stream,
                                wide_threads(kWideCW<F, T, MT, GX, PK>));
 }
