@@ -16,9 +16,8 @@ import json
 import statistics
 import sys
 
-from compare import FORMATS  # bench/quant/compare.py, beside this file
-
-BAR_SHAPES = ((4096, 4096), (4096, 14336), (14336, 4096), (8192, 8192))
+from bar import SHAPES as BAR_SHAPES  # bench/quant/bar.py and compare.py, beside this file
+from compare import FORMATS
 
 
 def cells(paths):

@@ -35,6 +35,7 @@ import sys
 
 import torch
 
+import bar  # bench/quant/bar.py, beside this file
 import vstack.fp4 as fp4
 
 L2_FLUSH_BYTES = 256 << 20  # rotate over at least this many weight bytes (L2: H100 50 MB, H200 60 MB)
@@ -212,10 +213,10 @@ def main():
               f" ({pc(c['quantize_GBps'])})  dequantize {c['dequantize_us']:8.1f} us "
               f"{c['dequantize_GBps']:7.0f} GB/s ({pc(c['dequantize_GBps'])})  linear-layout quantize "
               f"{c['quantize_linear_us']:6.1f} us ({pc(c['quantize_linear_GBps'])})", flush=True)
-    shapes = [(8192, 8192), (4096, 4096), (14336, 4096), (4096, 14336)]
+    shapes = list(bar.SHAPES)  # issue 3's bar shapes
     Ms = [1, 2, 4, 8, 16, 32, 128, 1024, 4096]
     if args.quick:
-        shapes, Ms = shapes[:1], [1, 16, 4096]
+        shapes, Ms = [(8192, 8192)], [1, 16, 4096]
     if args.decode:
         Ms = [1, 2, 4, 8, 16]
     if args.shapes:

@@ -9,7 +9,7 @@
 # NAME: letters and digits (compare.py takes a file's variant up to its first '_'); LIB: a
 # libvstack_kernels.so; VAR=VALUE: set for that variant's runs only (values without commas). Round r runs the
 # variants shifted by r - 1 (A B C, B C A, C A B, ...; two: A B, B A, A B). ROUNDS: three or more (two proved
-# unreliable, docs/NOTES.md session 17). The bench arguments default to --m 1,4,8,9,16 on the four bar shapes.
+# unreliable, docs/NOTES.md session 17). The bench arguments default to --m 1,4,8,9,16 (bench_fp4.py's shapes: the bar's).
 # OUTDIR gets three files, so that it can be the device's $OUT (at most 8 come back): compare_bf16.txt,
 # compare_f16.txt and runs.tar.gz (bf16/ and f16/: <NAME>_<round>.json and .log). The runs are written under
 # VSTACK_AB_WORK/runs (default: a new temporary folder), which is left in place.
@@ -37,7 +37,7 @@ done
 [ "${1:-}" = "--" ] && shift
 bench_args=("$@")
 # shellcheck disable=SC2054  # the commas separate bench_fp4.py's list items
-[ ${#bench_args[@]} -eq 0 ] && bench_args=(--m 1,4,8,9,16 --shapes 4096x4096,4096x14336,8192x8192,14336x4096)
+[ ${#bench_args[@]} -eq 0 ] && bench_args=(--m 1,4,8,9,16)
 n=${#names[@]}
 [ "$n" -ge 2 ] || { echo "rounds: two variants or more" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
