@@ -150,11 +150,7 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
     if (warp == W && lane == 0) {
       int slot = 0, phase = 0, xs = 0, xph = 0;
       for (int s = 0, i = 0; s < S; ++s) {
-        if constexpr (kEarlyX) {  // slice 0's x went out before the CTA barrier
-          if (s > 0) load_x(s, xs, xph);
-        } else {
-          load_x(s, xs, xph);
-        }
+        if (!kEarlyX || s > 0) load_x(s, xs, xph);  // Note [Early x]: else slice 0's x went out before the barrier
         if (++xs == 2) {
           xs = 0;
           xph ^= 1;
