@@ -69,16 +69,18 @@ def main(argv=None):
         rows, reasons = load(path)
         ex, sm, rs = summary(rows, reasons)
         n_ex, n_sm = sum(ex.values()), sum(sm.values())
+        d_ex, d_sm = max(n_ex, 1), max(n_sm, 1)  # shares of an empty page print as 0
         print(f"== {path}: {n_ex / a.per:.1f} warp instructions per unit, {n_sm} stall samples")
         print("  opcode   per unit  % executed  % samples")
         for op, v in ex.most_common():
-            if v / n_ex < 0.005 and sm[op] / max(n_sm, 1) < 0.005:
+            if v / d_ex < 0.005 and sm[op] / d_sm < 0.005:
                 continue
-            print(f"  {op:8s} {v / a.per:8.1f}  {100 * v / n_ex:9.1f}  {100 * sm[op] / max(n_sm, 1):8.1f}")
-        print("  reasons: " + ", ".join(f"{k} {100 * v / max(n_sm, 1):.1f} %" for k, v in rs.most_common() if v))
+            print(f"  {op:8s} {v / a.per:8.1f}  {100 * v / d_ex:9.1f}  {100 * sm[op] / d_sm:8.1f}")
+        print("  reasons: " + ", ".join(f"{k} {100 * v / d_sm:.1f} %" for k, v in rs.most_common() if v))
         for r in sorted(rows, key=lambda r: -num(r[SAMPLES]))[:a.top]:
             why = sorted(((num(r[c]), c[len("stall_"):]) for c in reasons), reverse=True)[:2]
-            print(f"  {num(r[SAMPLES]):6d}  {r['Source'].strip()[:56]:56s} " + " ".join(f"{k} {v}" for v, k in why if v))
+            print(f"  {num(r[SAMPLES]):6d}  {r['Source'].strip()[:56]:56s} "
+                  + " ".join(f"{k} {v}" for v, k in why if v))
     return 0
 
 

@@ -9,13 +9,14 @@
 # NAME: letters and digits (compare.py takes a file's variant up to its first '_'); LIB: a
 # libvstack_kernels.so; VAR=VALUE: set for that variant's runs only (values without commas). Round r runs the
 # variants shifted by r - 1 (A B C, B C A, C A B, ...; two: A B, B A, A B). ROUNDS: three or more (two proved
-# unreliable, docs/NOTES.md session 17). The bench arguments default to --m 1,4,8,9,16 (bench_fp4.py's shapes: the bar's).
+# unreliable, docs/NOTES.md session 17). The bench arguments default to --m 1,4,8,9,16 on bench_fp4.py's default
+# shapes (the bar's).
 # OUTDIR gets three files, so that it can be the device's $OUT (at most 8 come back): compare_bf16.txt,
 # compare_f16.txt and runs.tar.gz (bf16/ and f16/: <NAME>_<round>.json and .log). The runs are written under
 # VSTACK_AB_WORK/runs (default: a new temporary folder), which is left in place.
 # Cost, H200 (session 40): a bench run of 80 cells ~15 s, so two variants x 3 rounds ~3 minutes.
 set -uo pipefail
-[ $# -ge 3 ] || { sed -n 2,16p "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n 2,17p "$0" >&2; exit 2; }
 out=$1 rounds=$2
 shift 2
 names=() libs=() envs=()  # variant i: names[i], libs[i], envs[i] (VAR=VALUE words, space-separated)
