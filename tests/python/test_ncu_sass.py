@@ -52,3 +52,10 @@ def test_bad_input_is_named(tmp_path):
     write(q, [["0x10", "NOP", 5]], hdr=["Address", "Source", "Instructions Executed"])
     with pytest.raises(SystemExit, match="SourceCounters"):
         ncu_sass.load(q)
+
+
+def test_a_page_without_counts_prints_zero_shares(tmp_path, capsys):
+    p = tmp_path / "empty.csv"
+    write(p, [["0x10", "NOP", "-", "-", "-", 0, 0, 0]])
+    assert ncu_sass.main([str(p)]) == 0
+    assert "0.0 warp instructions per unit, 0 stall samples" in capsys.readouterr().out
