@@ -177,8 +177,8 @@ vstack_status_t convert(bool quant, const void* data, vstack_dtype_t dtype, cons
         return cuda_status(e, "cudaMemsetAsync(codes)");
     }
     if (f == Format::nvfp4) {
-      if (cudaError_t e = cudaMemsetAsync(q->scale2, 0, sizeof(float), st); e != cudaSuccess)
-        return cuda_status(e, "cudaMemsetAsync(scale2)");
+      nvfp4_init_kernel<<<1, 1, 0, st>>>(q->scale2);
+      if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return cuda_status(e, "nvfp4 init kernel");
       cudaError_t e = dtype == VSTACK_DTYPE_F32   ? run_amax<float>(data, p.chunks, q->scale2, sms, st)
                       : dtype == VSTACK_DTYPE_F16 ? run_amax<__half>(data, p.chunks, q->scale2, sms, st)
                                                   : run_amax<__nv_bfloat16>(data, p.chunks, q->scale2, sms, st);

@@ -64,12 +64,15 @@ __device__ __forceinline__ void load8(const T* src, float (&v)[8]) {
   to_float8(r, v);
 }
 
-// Max |x| over finite values of n8 groups of 8 elements into *out (float bits, non-negative,
-// so unsigned order = float order). Lane-contiguous 16-byte loads, 4 groups in flight.
+// Max |x| over finite values of n8 groups of 8 elements into out[0] (float bits, non-negative,
+// so unsigned order = float order), and 0 into out[1] if any value is not finite: NVFP4's range flag
+// (kNvfp4Plain before this kernel), since exactly the blocks that hold one get the NaN scale byte.
+// Lane-contiguous 16-byte loads, 4 groups in flight.
 template <typename T>
 __global__ void __launch_bounds__(256) amax_kernel(const T* x, int64_t n8, unsigned* out) {
   constexpr int U = 4;
   float m = 0.0f;
+  bool nonfinite = false;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * 256;
   for (int64_t g = blockIdx.x * 256LL + threadIdx.x; g < n8; g += U * stride) {
     float v[U][8];
@@ -86,11 +89,22 @@ __global__ void __launch_bounds__(256) amax_kernel(const T* x, int64_t n8, unsig
       for (int i = 0; i < 8; ++i) {
         const float a = abs_f(v[u][i]);
         if (is_finite(a)) m = max_f(m, a);
+        else nonfinite = true;
       }
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
-  if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(m));
+  const bool any_nonfinite = __any_sync(0xFFFFFFFFu, nonfinite);
+  if ((threadIdx.x & 31) == 0) {
+    atomicMax(out, __float_as_uint(m));
+    if (any_nonfinite) out[1] = 0u;  // 0.0f
+  }
+}
+
+// NVFP4: the amax at 0 and the range flag at its top before amax_kernel.
+__global__ void nvfp4_init_kernel(float* scale2) {
+  scale2[0] = 0.0f;
+  scale2[1] = kNvfp4Plain;
 }
 
 // MXFP4: the range flag at its top level before the quantize kernel lowers it (Note [MXFP4 range flag] in

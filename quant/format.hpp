@@ -224,6 +224,11 @@ VSTACK_HD constexpr bool mxfp4_block_folds(uint32_t sc, uint32_t codes) {
 VSTACK_HD constexpr bool mxfp4_block_folds_f16(uint32_t sc, uint32_t codes) {
   return (sc >= 114u && sc <= 140u) || (sc == 0u && (codes & 0x77777777u) == 0);
 }
+// NVFP4's range flag (scale2[1], FORMAT.md): kNvfp4Plain where every block's E4M3 byte is plain, 0..0x7E (not
+// negative, not NaN: all that the encoder writes for a finite block), else 0. The decode kernels' bf16 M > 8 wide
+// instances then take their scale pairs by a shift (Note [NVFP4 shifted pairs] in quant/gemv_kernel.cuh).
+inline constexpr float kNvfp4Plain = 1.0f;
+VSTACK_HD constexpr bool nvfp4_plain_scale(uint32_t sc) { return sc < 0x7Fu; }
 // The tensor's range flag (scale2[0], FORMAT.md) is the least of its blocks' levels: 2 folds into f16
 // (and so into bf16), 1 into bf16 only, 0 neither.
 inline constexpr float kMxfp4FoldF16 = 2.0f, kMxfp4FoldBf16 = 1.0f;

@@ -47,9 +47,11 @@ constexpr Sizes sizes(Format f, Layout l, int64_t rows, int64_t cols) {
   Sizes s{l == Layout::gemm ? gemm_npad(rows) * cols / 2 : n / 2, 0, 0};
   s.scales_bytes = l == Layout::linear ? blocks * scale_bytes(f)
                                        : (cols / 64) * gemm_npad(rows) * chunk_scale_bytes(f);
-  // MXFP4: the range flag (optional in a tensor; FORMAT.md)
-  s.scale2_count =
-      f == Format::nvfp4 || f == Format::mxfp4 ? 1 : f == Format::nf4_dq ? (blocks + kDqGroup - 1) / kDqGroup : 0;
+  // NVFP4: the tensor scale and the range flag; MXFP4: the range flag (optional in a tensor; FORMAT.md)
+  s.scale2_count = f == Format::nvfp4   ? 2
+                   : f == Format::mxfp4 ? 1
+                   : f == Format::nf4_dq ? (blocks + kDqGroup - 1) / kDqGroup
+                                         : 0;
   return s;
 }
 

@@ -85,6 +85,10 @@ void quantize_linear(const float* x, int64_t n, QTensor& q) {
     }
   });
   if constexpr (F == Format::mxfp4) q.scale2[0] = *std::min_element(std::begin(level), std::end(level));
+  if constexpr (F == Format::nvfp4)  // the range flag (FORMAT.md)
+    q.scale2[1] = std::all_of(q.scales.begin(), q.scales.end(), [](uint8_t b) { return nvfp4_plain_scale(b); })
+                      ? kNvfp4Plain
+                      : 0.0f;
 }
 
 void alloc(QTensor& q) {

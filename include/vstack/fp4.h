@@ -36,8 +36,9 @@ typedef struct vstack_fp4_tensor {
   int64_t cols;    /* GEMM layout: K (input features) */
   void* codes;     /* device, codes_bytes, 16-byte aligned */
   void* scales;    /* device, scales_bytes, 16-byte aligned */
-  float* scale2;   /* device, scale2_count floats (NVFP4: 1, NF4_DQ: ceil(blocks/256)); MXFP4: NULL or
-                      1, the range flag (quant/FORMAT.md: quantize writes it, matmul trusts it); NF4: NULL */
+  float* scale2;   /* device, scale2_count floats (NVFP4: 2, the tensor scale and the range flag; NF4_DQ:
+                      ceil(blocks/256)); MXFP4: NULL or 1, the range flag (quant/FORMAT.md: quantize writes the
+                      flags, matmul trusts them); NF4: NULL */
 } vstack_fp4_tensor_t;
 
 /* Buffer sizes for a rows x cols tensor. Fails with VSTACK_ERR_UNSUPPORTED_SHAPE
@@ -73,7 +74,9 @@ VSTACK_API vstack_status_t vstack_fp4_dequantize(const vstack_fp4_tensor_t* q, v
  * vstack's own kernels that write w (quantize) do not trigger early.
  * MXFP4: where w->scale2 holds the range flag that vstack_fp4_quantize wrote (FORMAT.md), the m <= 16
  * kernels fold the block scales into the weights without checking each chunk's bytes (bf16 x at flag
- * 1 or 2, f16 x at 2); a flag above what the scales allow gives wrong products. */
+ * 1 or 2, f16 x at 2); a flag above what the scales allow gives wrong products. NVFP4: w->scale2[1]
+ * likewise (1: no scale byte negative or NaN; some bf16 m = 9..16 kernels then shift the bytes into
+ * bf16 without a check); write 0 after changing the scales by other means. */
 VSTACK_API vstack_status_t vstack_fp4_matmul(const void* x, vstack_dtype_t dtype, int64_t m,
                                              const vstack_fp4_tensor_t* w, const void* bias, void* y, void* stream);
 

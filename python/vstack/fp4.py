@@ -73,7 +73,8 @@ def _sizes(fmt: int, layout: int, rows, cols):
     else:  # 16-row tiles: rows padded to a multiple of 16
         codes = npad * cols // 2
         scales = (cols // 64) * npad * _CHUNK_SCALE_BYTES[fmt]
-    scale2 = 1 if fmt in (0, 1) else ((blocks + 255) // 256 if fmt == 3 else 0)  # MXFP4: the range flag
+    # NVFP4: the tensor scale and the range flag; MXFP4: the range flag
+    scale2 = 2 if fmt == 0 else 1 if fmt == 1 else ((blocks + 255) // 256 if fmt == 3 else 0)
     return codes, scales, scale2
 
 
@@ -154,6 +155,9 @@ def _matmul_op(x: torch.Tensor, codes: torch.Tensor, scales: torch.Tensor, scale
         raise ValueError(f"vstack.fp4.matmul: x has {x.shape[-1]} features, the weight expects {k}")
     if codes.device != x.device:
         raise ValueError(f"vstack.fp4.matmul: x on {x.device}, weight on {codes.device}")
+    if fmt == FORMATS["nvfp4"] and scale2.numel() != 2:
+        raise ValueError(f"vstack.fp4.matmul: an NVFP4 weight's scale2 holds 2 floats, the tensor scale and the range "
+                         f"flag (got {scale2.numel()}; nvfp4_range_flag makes the flag)")
     if bias is not None:
         if bias.shape != (n,) or bias.dtype != x.dtype or bias.device != x.device:
             raise ValueError(f"vstack.fp4.matmul: bias must be [{n}] {x.dtype} on {x.device}")
@@ -180,9 +184,10 @@ def _(x, codes, scales, scale2, fmt, n, k, bias):
 class FP4Tensor:
     """A quantised tensor: codes, scales, scale2 (device tensors) plus format, layout, shape.
 
-    scale2 is NVFP4's tensor scale, NF4_DQ's group scales, MXFP4's range flag (quant/FORMAT.md: quantize
-    writes it; matmul trusts it, so rewrite it (mxfp4_range_flag), or pass an empty scale2, after changing
-    codes or scales by hand) and empty for NF4."""
+    scale2 is NVFP4's tensor scale and range flag, NF4_DQ's group scales, MXFP4's range flag (quant/FORMAT.md:
+    quantize writes the flags; matmul trusts them, so after changing codes or scales by hand rewrite them
+    (nvfp4_range_flag, mxfp4_range_flag), or write NVFP4's as 0 and pass MXFP4 an empty scale2) and empty for
+    NF4."""
 
     codes: torch.Tensor
     scales: torch.Tensor
@@ -235,6 +240,16 @@ def matmul(x: torch.Tensor, q: FP4Tensor, bias: Optional[torch.Tensor] = None) -
         raise ValueError("vstack.fp4.matmul: the weight must be a 2-D FP4Tensor in the GEMM layout")
     n, k = q.shape
     return torch.ops.vstack.fp4_matmul(x, q.codes, q.scales, q.scale2, q.fmt_id, n, k, bias)
+
+
+def nvfp4_range_flag(scales: torch.Tensor) -> torch.Tensor:
+    """NVFP4's range flag (scale2[1], quant/FORMAT.md) from the scale bytes: [1.0] where every byte is plain
+    (0..0x7E: not negative, not NaN; quantize gives every finite block one), else [0.0]. It is exact, padding rows
+    included (their bytes are 0). For scales changed by hand, and checkpoints saved with the tensor scale alone."""
+    if scales.dtype != torch.uint8:
+        raise ValueError(f"vstack.fp4.nvfp4_range_flag: expected uint8 scale bytes, got {scales.dtype}")
+    plain = scales.numel() == 0 or scales.max().item() < 0x7F
+    return torch.full((1,), 1.0 if plain else 0.0, dtype=torch.float32, device=scales.device)
 
 
 def mxfp4_range_flag(scales: torch.Tensor, rows: int, cols: int, layout: str = "gemm") -> torch.Tensor:

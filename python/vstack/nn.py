@@ -28,7 +28,8 @@ class FP4Linear(torch.nn.Module):
         cb, sb, s2 = fp4._sizes(f, fp4.LAYOUTS["gemm"], out_features, in_features)
         self.register_buffer("codes", torch.zeros(cb, dtype=torch.uint8, device=device))
         self.register_buffer("scales", torch.zeros(sb, dtype=torch.uint8, device=device))
-        # NVFP4's tensor scale 1; MXFP4's range flag 1 (bf16) is true of the zero codes (quant/FORMAT.md)
+        # NVFP4's tensor scale 1 and its range flag 1, MXFP4's range flag 1 (bf16): true of the zero codes and
+        # scales (quant/FORMAT.md)
         self.register_buffer("scale2", torch.ones(s2, dtype=torch.float32, device=device))
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
 
@@ -46,12 +47,15 @@ class FP4Linear(torch.nn.Module):
         return mod
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # An MXFP4 state_dict saved before scale2 carried the range flag has an empty scale2: take the flag
-        # from the scale bytes (a lower bound of quantize's, so never a wrong product)
+        # A state_dict saved before scale2 carried the range flag: MXFP4's scale2 is empty, NVFP4's holds the tensor
+        # scale alone. Take the flag from the scale bytes (MXFP4: a lower bound of quantize's; NVFP4: exact), so
+        # never a wrong product.
         key = prefix + "scale2"
         s2, sc = state_dict.get(key), state_dict.get(prefix + "scales")
         if self.fmt == "mxfp4" and s2 is not None and s2.numel() == 0 and sc is not None:
             state_dict[key] = fp4.mxfp4_range_flag(sc, self.out_features, self.in_features)
+        if self.fmt == "nvfp4" and s2 is not None and s2.numel() == 1 and sc is not None:
+            state_dict[key] = torch.cat([s2.reshape(1).float(), fp4.nvfp4_range_flag(sc).to(s2.device)])
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def weight_fp4(self) -> fp4.FP4Tensor:

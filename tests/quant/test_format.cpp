@@ -427,6 +427,63 @@ TEST_CASE("MXFP4 range flag: the least level at which every block folds", "[quan
   }
 }
 
+// Note [NVFP4 shifted pairs] (quant/gemv_kernel.cuh): an E4M3 byte 0..0x7E shifted 4 bits up in a bf16 half is its
+// value times 2^-120 (subnormal bf16 for exponent 0), and the product with an E2M1 value times 2^120 (the kernel's
+// table) is the decoded value, exactly. The bytes it does not hold are the ones the range flag excludes.
+TEST_CASE("NVFP4: the shifted E4M3 byte is its value times 2^-120", "[quant][format]") {
+  for (uint32_t b = 0; b < 256; ++b) {
+    INFO("byte " << b);
+    CHECK(nvfp4_plain_scale(b) == (b < 0x7F));
+    if (!nvfp4_plain_scale(b)) continue;
+    const float pair = ref::bf16_to_f32(static_cast<uint16_t>(b << 4));
+    CHECK(pair == std::ldexp(e4m3_value(b), -120));
+    for (uint32_t c = 0; c < 16; ++c) {
+      const float t = ref::bf16_to_f32(ref::f32_to_bf16(element_value(Format::nvfp4, c) * 0x1p120f));
+      CHECK(t == std::ldexp(element_value(Format::nvfp4, c), 120));  // the table entry is exact
+      const double prod = static_cast<double>(t) * pair;  // exact in double; HMUL2 rounds it to bf16
+      CHECK(ref::bf16_to_f32(ref::f32_to_bf16(static_cast<float>(prod))) == prod);
+      CHECK(prod == static_cast<double>(element_value(Format::nvfp4, c)) * e4m3_value(b));
+      CHECK((prod == 0 || std::abs(prod) >= 0x1p-126));  // normal or zero: no subnormal product
+    }
+  }
+}
+
+// NVFP4's range flag (scale2[1], FORMAT.md): 1 where every scale byte is plain, which the encoder gives every finite
+// block, tiny ones too (subnormal scale bytes); 0 where a block holds NaN or Inf (the NaN byte).
+TEST_CASE("NVFP4's range flag", "[quant][format]") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  struct Edit {
+    const char* what;
+    float value;  // written at x[300] (row 1, block 2)
+    float scale;  // block 3 of row 2 scaled by it
+    float want;
+  };
+  const Edit edits[] = {{"none", 1.0f, 1.0f, kNvfp4Plain},
+                        {"a tiny block: subnormal scale byte", 1.0f, 0x1p-16f, kNvfp4Plain},
+                        {"NaN", NAN, 1.0f, 0.0f},
+                        {"Inf", INFINITY, 1.0f, 0.0f},
+                        {"-Inf", -INFINITY, 1.0f, 0.0f}};
+  for (const Edit& e : edits) {
+    INFO(e.what);
+    std::vector<float> x(4 * 256);
+    for (auto& v : x) v = nd(rng);
+    if (e.value != 1.0f) x[300] = e.value;
+    for (int i = 512 + 48; i < 512 + 64; ++i) x[i] *= e.scale;
+    for (Layout l : {Layout::linear, Layout::gemm}) {
+      ref::QTensor q;
+      REQUIRE(ref::quantize(x.data(), 4, 256, Format::nvfp4, l, q));
+      REQUIRE(q.scale2.size() == 2);
+      CHECK(q.scale2[1] == e.want);
+      const uint8_t sc = q.scales[scale_byte(Format::nvfp4, l, 2, 48, 256)];
+      if (e.scale != 1.0f) CHECK(sc < 8);  // exponent 0
+      bool plain = true;
+      for (uint8_t b : q.scales) plain = plain && nvfp4_plain_scale(b);
+      CHECK(q.scale2[1] == (plain ? kNvfp4Plain : 0.0f));
+    }
+  }
+}
+
 TEST_CASE("bf16/f16 conversions round to nearest even", "[quant][format]") {
   CHECK(ref::f32_to_bf16(1.0f) == 0x3F80);
   CHECK(ref::f32_to_bf16(ref::bf16_to_f32(0x3F80) + std::ldexp(1.0f, -8)) == 0x3F80);  // tie -> even

@@ -76,7 +76,9 @@ TEST_CASE("sizes and shape rules", "[quant][layout]") {
   const Sizes a = sizes(Format::nvfp4, Layout::gemm, 17, 128);
   CHECK(a.codes_bytes == 32 * 64);  // rows padded to 16-row tiles
   CHECK(a.scales_bytes == 2 * 32 * 4);  // 2 chunks x Npad 32 x 4 E4M3
-  CHECK(a.scale2_count == 1);
+  CHECK(a.scale2_count == 2);  // the tensor scale and the range flag
+  CHECK(sizes(Format::nvfp4, Layout::linear, 1, 16).scale2_count == 2);
+  CHECK(sizes(Format::mxfp4, Layout::linear, 1, 32).scale2_count == 1);
   const Sizes b = sizes(Format::nf4_dq, Layout::linear, 1, 64 * 513);
   CHECK(b.scales_bytes == 513);
   CHECK(b.scale2_count == 3);

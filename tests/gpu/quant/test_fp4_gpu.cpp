@@ -179,6 +179,7 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
   const int extreme_exp[9] = {-140, -126, -110, -95, -88, 0, 88, 95, 120};
   const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f};
   int mx_flags[3] = {0, 0, 0};  // MXFP4 tensors by range flag (scale2[0], compared below): every level occurs
+  int nv_flags[2] = {0, 0};     // NVFP4 tensors by range flag (scale2[1]): both occur
   for (Format f : kAllFormats)
     for (Layout l : {Layout::linear, Layout::gemm})
       for (vstack_dtype_t dt : kDtypes)
@@ -219,11 +220,14 @@ TEST_CASE("quantize is bit-identical to the reference", "[gpu][quant]") {
             REQUIRE(got.size() == want.scale2.size());
             CHECK(std::memcmp(got.data(), want.scale2.data(), got.size() * 4) == 0);
             if (f == Format::mxfp4) ++mx_flags[std::clamp(static_cast<int>(want.scale2[0]), 0, 2)];
+            if (f == Format::nvfp4) ++nv_flags[want.scale2.at(1) == kNvfp4Plain];
           }
         }
   CHECK(mx_flags[0] > 0);  // the rows of extreme exponents
   CHECK(mx_flags[1] > 0);  // the NaN / Inf blocks ({100, 512})
   CHECK(mx_flags[2] > 0);  // the others (with a zero block: {257, 1024})
+  CHECK(nv_flags[0] > 0);  // the NaN / Inf blocks
+  CHECK(nv_flags[1] > 0);  // the others, the extreme exponents too (subnormal scale bytes, never the NaN byte)
 }
 
 long long fp4_test_rcp_mismatches();  // device_fns.cu

@@ -81,6 +81,27 @@ def main():
     expect(m2.scale2.tolist() == m.scale2.tolist() == [2.0] and torch.equal(m2(x), m(x)),
            f"FP4Linear mxfp4: a state_dict without the flag loads with {m2.scale2.tolist()}, same output")
 
+    # NVFP4's range flag: 1 unless a block is not finite (its NaN scale byte); an FP4Linear saved with the tensor
+    # scale alone loads with the flag from its scale bytes, and gives the same y at M > 8 (the wide instances
+    # check the flag: Note [NVFP4 shifted pairs]) as the module it was saved from
+    wn = torch.randn(8192, 1024, device=dev)
+    expect(fp4.quantize(wn, "nvfp4").scale2[1].item() == 1.0, "nvfp4: N(0,1) gets the range flag 1")
+    wn[100, 7] = float("nan")
+    qn = fp4.quantize(wn, "nvfp4")
+    expect(qn.scale2[1].item() == 0.0 and fp4.nvfp4_range_flag(qn.scales).tolist() == [0.0],
+           "nvfp4: a NaN block gets the range flag 0, as its bytes say")
+    lin = torch.nn.Linear(1024, 8192, device=dev, dtype=torch.bfloat16)
+    m = vnn.FP4Linear.from_linear(lin, "nvfp4")
+    sd = {k: v.cpu() for k, v in m.state_dict().items()}
+    sd["scale2"] = sd["scale2"][:1].clone()
+    m2 = vnn.FP4Linear(1024, 8192, "nvfp4", device=dev)
+    m2.load_state_dict(sd)
+    x = torch.randn(12, 1024, device=dev, dtype=torch.bfloat16)
+    expect(m2.scale2.tolist() == m.scale2.tolist() and m.scale2[1].item() == 1.0 and torch.equal(m2(x), m(x)),
+           f"FP4Linear nvfp4: a state_dict without the flag loads with {m2.scale2.tolist()}, same output")
+    raises(ValueError, lambda: fp4.matmul(x, fp4.FP4Tensor(m.codes, m.scales, m.scale2[:1], "nvfp4", "gemm",
+                                                           (8192, 1024))), "matmul, NVFP4 scale2 without the flag")
+
     for fmt in ["nvfp4", "mxfp4", "nf4", "nf4_dq"]:
         for dt in (torch.bfloat16, torch.float16):
             for shape in [(1, 512), (3, 7, 512), (300, 512)]:
