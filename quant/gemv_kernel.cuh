@@ -72,7 +72,8 @@
 // fp32 path ran two chunks a warp (Note [Two chunks a warp] in quant/gemv_plan.hpp), bf16's wide instances were
 // faster on it everywhere: MT = 1 GX 4, 5 0.967-0.974 (8192^2 M = 3..8 74.9-75.7 -> 77.3-78.3 % of the read stream),
 // MT = 2 0.979-0.993 but 1.004 at 4096x14336; f16's stayed with the scale in A (its fp32 path 1.04-1.06 at MT = 2,
-// 0.99-1.01 at MT = 1). So bf16 x takes it at MT = 2 outside the wide kernel only.
+// 0.99-1.01 at MT = 1). So bf16 x took it at MT = 2 outside the wide kernel only; since session 42 bf16's MT = 2
+// wide instances take it too, with pairs made by a shift (Note [NVFP4 shifted pairs]).
 // MXFP4 folds with bf16 x only, and only where the scale is in 2^-63..2^64 (E8M0 spans 2^-127..2^127,
 // beyond f16; bf16 2^(e - 127) is just e << 7): a warp whose chunk holds any other scale byte (0, 0xFF
 // NaN, the tiny scales of the tests, zero-filled rows past N) takes the fp32 path for that chunk, by a
@@ -317,14 +318,18 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // Whether the kernel has a flagged copy of its loop, for tensors whose range flag holds: the fold (MT = 2 outside
 // the wide kernel) or the fp32 path without the special bytes (the wide instances). GX: the wide instance's (0: any
 // other kernel, which has the flagged copy at MT = 2 only).
+// NVFP4: the wide instances with shifted pairs (Note [NVFP4 shifted pairs]), whose other copy is the fp32 path.
 template <Format F, typename T, int MT, int GX = 0>
-inline constexpr bool kFlagCopy = F == Format::mxfp4 && (MT == 2 || (MT == 1 && GX > 0));
+inline constexpr bool kFlagCopy = (F == Format::mxfp4 && (MT == 2 || (MT == 1 && GX > 0))) ||
+                                  (F == Format::nvfp4 && nvfp4_shifted_pairs(std::is_same_v<T, __nv_bfloat16>, MT, GX));
 // Whether the tensor's range flag lets every chunk fold for x of type T (read once per thread: one uniform
 // load).
 template <Format F, typename T, int MT, int GX = 0>
 __device__ __forceinline__ bool all_fold(const GemmParams& p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890  // the fold is sm_89+: the fp32 path either way below
-  if constexpr (kFlagCopy<F, T, MT, GX>) {
+  if constexpr (F == Format::nvfp4 && kFlagCopy<F, T, MT, GX>) {
+    return __ldg(p.scale2 + 1) == kNvfp4Plain;  // every scale byte plain (FORMAT.md)
+  } else if constexpr (kFlagCopy<F, T, MT, GX>) {
     if (!p.scale2) return false;
     const float level = __ldg(p.scale2);
     // the bf16 fold, and the fp32 path without the special bytes wherever MXFP4 does not fold (mxfp4_folds),
@@ -349,7 +354,41 @@ __device__ __forceinline__ void with_fold(bool all, Body&& body) {
   body(std::false_type{});
 }
 
-// Gx: the wide instance's GX as std::integral_constant (0: any other kernel), for nvfp4_scale_in_a.
+// Note [NVFP4 shifted pairs]. bf16 has no conversion from E4M3: Note [NVFP4 scale in A]'s bf16 pairs are f16
+// pairs (one CVT) widened to fp32 and packed again, 3 instructions a pair, which is why bf16's wide instances took
+// the fp32 path instead (two chunks a warp, 32 FFMA a tile-chunk at MT = 2). But an E4M3 byte b in 0..0x7E placed
+// 4 bits up in a bf16 half is exactly value(b) x 2^-120: its 4 exponent bits land in the low 4 of bf16's 8 (bias
+// 7 against 127) and its 3 mantissa bits at the top of bf16's 7; exponent 0 (E4M3 m/8 x 2^-6) becomes bf16's
+// subnormal m/8 x 2^-126. So one PRMT puts bytes (a_j, b_j) of rows g, g + 8 into the low bytes of a pair's
+// halves, the high bytes copies of their sign bit (zero: the PRMT selector's sign mode), and one shift makes the
+// pair. With the code table holding the E2M1 values times 2^120 (exact in bf16: at most 6 x 2^120), HMUL2 gives
+// value x scale, exact and normal as in Note [NVFP4 scale in A]. A negative byte (sign bit set) or the NaN byte
+// 0x7F would give a wrong finite scale, so this holds only for tensors whose range flag (scale2[1], FORMAT.md)
+// says that every byte is plain; for any other the kernel rebuilds the table without the factor and runs the fp32
+// path (the other copy of its loop: with_fold). Per tile-chunk at MT = 2: 16 HMUL2, 4 PRMT and 4 shifts in place
+// of 32 FFMA, 8 HADD2, 4 F2FP and 2 PRMT.
+// Measured (H200, driver 580.159.04, 2026-12-01; bench/RESULTS.md "Session 42"): HMUL2.BF16 keeps subnormal
+// inputs (every byte 0..0x7E times every E2M1 value x 2^120, 4064 products exact). ncu at 8192^2 M = 16 (GX 4):
+// 112.1 -> 93.0 warp instructions a tile-chunk (at two chunks a warp, each its own sums), but the stall on fixed
+// latencies rose from 17 to 28 % of samples, so the time fell by 5 %, not 17. Three rotated rounds against the
+// fp32 path, M = 9 and 16: at one chunk a warp (16 warps) 0.939-0.943 at GX 4 (8192^2 M = 16 65.4 -> 69.6 % of
+// the read stream), 0.947-0.948 at GX 2 (4096x14336), 0.954-0.963 at GX 6, 0.959-0.960 at GX 7, 0.962-0.978 at
+// GX 3, 0.968-0.985 at GX 5; at two chunks a warp with a set of sums each 0.953-0.990 (GX 5 0.963-0.965), with
+// one set 0.962-0.993. At MT = 1 (two chunks, sums each) 1.00-1.03: bf16's MT = 1 keeps the fp32 path. As built
+// (one chunk a warp, the flag read by the consumers before their barrier, the fp32 copy beside; against the fp32
+// path, three rounds on the bar's shapes): 4096x14336 0.939-0.940 (M = 16 60.6 -> 64.5 % of the read stream),
+// 4096^2 0.974-0.976, 8192^2 0.960-0.961 (65.4 -> 68.2 %), 14336x4096 0.990-0.994; every other cell of the
+// bar 0.997-1.003, and the decode digests of every other instance bit-identical. So at GX 4 and 7 it keeps only
+// half of the lab's gain (the lab read no flag and had one copy of the loop). Which of the two costs it is not
+// measured: the flag's load, which the consumers wait for before their first stage, or the fp32 copy beside the
+// loop. docs/labs/s42_flag_by_producer.patch has the producer lane read the flag before the CTA barrier (queued).
+__device__ __forceinline__ uint32_t shifted_pair(uint32_t s_a, uint32_t s_b, int stp) {
+  uint32_t t;  // bytes: a_j, sign(a_j), b_j, sign(b_j)
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(t) : "r"(s_a), "r"(s_b), "r"(0xC480u + 0x1111u * static_cast<uint32_t>(stp)));
+  return t << 4;
+}
+
+// Gx: the wide instance's GX as std::integral_constant (0: any other kernel), for nvfp4_shifted_pairs.
 template <Format F, typename T, int MT, typename Lookup, typename G2 = NoG2, typename Fold = std::false_type,
           typename Pack = NoPack, typename Gx = std::integral_constant<int, 0>>
 __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmParams& p, const uint32_t (&bx)[MT][4][2],
@@ -360,9 +399,16 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
   // MXFP4 folds at MT = 2 but in the wide instances (Note [MXFP4 fp32 path at M > 8])
   constexpr bool kMxFold = F == Format::mxfp4 && mxfp4_folds(MT, Gx::value);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  // Note [NVFP4 shifted pairs]: where the range flag holds (Fold), else the fp32 path below
+  constexpr bool kShifted = F == Format::nvfp4 && nvfp4_shifted_pairs(std::is_same_v<T, __nv_bfloat16>, MT, Gx::value);
+  static_assert(!kShifted || std::is_same_v<Pack, NoPack>, "MT = 2 never packs its columns");
+  if constexpr (kShifted && Fold::value) {
+    mma_scaled_steps<T, MT>(acc, bx, lo, hi, lookup, [&](int stp) { return shifted_pair(s_a, s_b, stp); });
+    return;
+  }
   // Note [NVFP4 scale in A]; not where the columns are packed (their scales are per column)
-  if constexpr (F == Format::nvfp4 && std::is_same_v<Pack, NoPack> &&
-                nvfp4_scale_in_a(std::is_same_v<T, __nv_bfloat16>, MT, Gx::value)) {
+  if constexpr (F == Format::nvfp4 && std::is_same_v<Pack, NoPack> && !kShifted &&
+                nvfp4_scale_in_a(std::is_same_v<T, __nv_bfloat16>, MT)) {
     uint32_t sg[4];  // scale group j of rows (g, g + 8) as f16x2
     e4m3x4_to_f16x2(__byte_perm(s_a, s_b, 0x5140), sg[0], sg[1]);
     e4m3x4_to_f16x2(__byte_perm(s_a, s_b, 0x7362), sg[2], sg[3]);
@@ -502,13 +548,15 @@ __device__ __forceinline__ float code_value(uint32_t c) {
 }
 
 // Code byte -> (value(low nibble), value(high nibble)) in T, 32 copies (one per bank) at
-// byte * 256 + lane * 4 of lut, so that one PRMT of the code word and the lane makes the address.
+// byte * 256 + lane * 4 of lut, so that one PRMT of the code word and the lane makes the address. kShifted: the
+// values times 2^120 (Note [NVFP4 shifted pairs]).
 // Warp w writes the rows of bytes 16 w .. 16 w + 15. No global memory: runs before the previous
 // kernel has finished (PDL).
-template <Format F, typename T>
+template <Format F, typename T, bool kShifted = false>
 __device__ __forceinline__ void build_lut(uint32_t* lut, int warp, int lane) {
   const uint32_t byte = static_cast<uint32_t>(warp * 16 + (lane & 15));
-  const uint32_t e = dev::Dt<T>::pack2(code_value<F>(byte & 15), code_value<F>(byte >> 4));
+  const float f = kShifted ? 0x1p120f : 1.0f;
+  const uint32_t e = dev::Dt<T>::pack2(code_value<F>(byte & 15) * f, code_value<F>(byte >> 4) * f);
 #pragma unroll 4
   for (int j = 0; j < 16; ++j) lut[(warp * 16 + j) * 64 + lane] = __shfl_sync(0xFFFFFFFFu, e, j);
 }

@@ -438,7 +438,9 @@ constexpr bool ring_wide_instance(int64_t gx) { return gx >= 2 && gx <= kRingWid
 // (two chunks at every NVFP4 instance) measured the other side: 1.02-1.04 where the scales are in A (GX 4,
 // M = 16). With two chunks a warp the fp32 path then beat the scales in A for bf16 x at GX 4, 5 and at MT = 2
 // (lab sa2: 0.967-0.974 and 0.979-0.993, 4096x14336 M = 16 1.004), not for f16 x (1.04-1.06 at MT = 2), so
-// nvfp4_scale_in_a now sends every bf16 wide instance to the fp32 path (Note [NVFP4 scale in A]).
+// nvfp4_scale_in_a sent every bf16 wide instance to the fp32 path (Note [NVFP4 scale in A]); since session 42 the
+// MT = 2 ones take the scales in A again at one chunk a warp, with pairs made by a shift (Note [NVFP4 shifted
+// pairs] in quant/gemv_kernel.cuh), where the tensor's range flag holds.
 // Note [Packed columns]. At M = 1 the wide kernel's mma uses one of its 8 columns, yet a chunk of NVFP4
 // (four scale groups: one a k16 step) costs each lane 16 FFMA and 8 scale conversions to scale the four
 // steps' partials of all 8 columns. Where M x NG <= 8 (NG = chunk_groups: NVFP4 4, MXFP4 2), column
@@ -484,11 +486,17 @@ constexpr bool mxfp4_e8m0_pairs(int mt, int gx, bool flagged) {
 // Scale groups of a 64-k chunk.
 constexpr int chunk_groups(Format f) { return 64 / block_size(f); }
 // Whether NVFP4's block scales multiply the A fragments in x's dtype (Note [NVFP4 scale in A] in
-// quant/gemv_kernel.cuh, with the measurements) at MT column tiles, in the wide instance of GX tiles
-// (gx = 0: any other kernel), where the columns are not packed: f16 x always; bf16 x (whose scales are widened
-// and repacked) only at MT = 2 outside the wide kernel: its wide instances take the fp32 path and so two chunks a
-// warp (wide_chunks_by_ffma), which measured faster at every GX and MT (session 36).
-constexpr bool nvfp4_scale_in_a(bool bf16, int mt, int gx) { return !bf16 || (gx == 0 && mt == 2); }
+// quant/gemv_kernel.cuh, with the measurements) at MT column tiles, in every kernel where the columns are not
+// packed: f16 x always; bf16 x at MT = 2 only. bf16's MT = 1 wide instances take the fp32 path and so two
+// chunks a warp (wide_chunks_by_ffma), which measured faster at every GX (session 36 against bf16 pairs made by
+// widening f16 ones; session 42 against the shifted pairs at two chunks a warp, each with its own sums:
+// 1.00-1.03). Its MT = 2 wide instances take the shifted pairs where the tensor's range flag holds
+// (nvfp4_shifted_pairs), else the fp32 path, at one chunk a warp either way.
+constexpr bool nvfp4_scale_in_a(bool bf16, int mt) { return !bf16 || mt == 2; }
+// Whether NVFP4's wide instance of GX tiles at MT column tiles takes bf16 scale pairs by a shift (Note [NVFP4
+// shifted pairs] in quant/gemv_kernel.cuh) where the tensor's range flag holds: bf16 x at MT = 2, one chunk a
+// warp (scale in A). Its table holds the E2M1 values times 2^120.
+constexpr bool nvfp4_shifted_pairs(bool bf16, int mt, int gx) { return bf16 && mt == 2 && ring_wide_instance(gx); }
 // Whether the wide kernel packs its columns at M (every GX and x dtype).
 constexpr bool wide_pack(Format f, int64_t m) {
   const int ng = chunk_groups(f);
@@ -500,7 +508,7 @@ constexpr bool wide_pack(Format f, int64_t m) {
 // wide instances have the fp32 path at MT = 1 (Note [No MXFP4 fold at M <= 8]) and at MT = 2 (Note [MXFP4 fp32
 // path at M > 8]).
 constexpr bool wide_chunks_by_ffma(Format f, bool bf16, int mt, int gx, bool pack) {
-  if (f == Format::nvfp4) return pack || !nvfp4_scale_in_a(bf16, mt, gx);
+  if (f == Format::nvfp4) return pack || !nvfp4_scale_in_a(bf16, mt);
   if (f == Format::mxfp4) return pack || !mxfp4_folds(mt, gx);
   return true;
 }

@@ -59,6 +59,9 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
   constexpr bool kEarlyX = wide_early_x(MT);  // Note [Early x]
   constexpr int NG = chunk_groups(F);
   static_assert(!PK || (MT == 1 && NG > 1), "packed columns: one column tile, several scale groups");
+  // Note [NVFP4 shifted pairs]: the table times 2^120, rebuilt without the factor for a tensor whose range flag
+  // does not hold
+  constexpr bool kShifted = F == Format::nvfp4 && nvfp4_shifted_pairs(std::is_same_v<T, __nv_bfloat16>, MT, GX);
   const uint32_t base = hp::smem_addr(smem);
   if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
   const int64_t lut_off = kRingLutAddr - base;
@@ -109,7 +112,7 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
   if (warp < W) {
 #pragma unroll
     for (int c = 0; c < CW; ++c)
-      gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp + W * c, lane);
+      gemv::build_lut<F, T, kShifted>(reinterpret_cast<uint32_t*>(smem + lut_off), warp + W * c, lane);
     if constexpr (PK)  // the x buffers' zero lines (the box copies fill lines below them)
       if (warp < 2) reinterpret_cast<uint32_t*>(xbuf(warp) + kWideZeroLine * 128)[lane] = 0u;
   } else if (warp == W && lane == 0) {
@@ -195,6 +198,15 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
     if constexpr (PK) return gemv::Packed(lane);
     else return gemv::NoPack{};
   }();
+  // NVFP4's range flag, read once the kernel before has completed; without it the plain table (no thread reads
+  // the table before the barrier below)
+  bool plain = false;
+  if constexpr (kShifted) {
+    plain = gemv::all_fold<F, T, MT, GX>(p);
+    if (!plain)
+#pragma unroll
+      for (int c = 0; c < CW; ++c) gemv::build_lut<F, T>(reinterpret_cast<uint32_t*>(smem + lut_off), warp + W * c, lane);
+  }
   hp::named_barrier_sync(1, W * 32);
   gemv::RingLane<F, T> ln(p, warp, lane);  // this lane's bytes of chunk `warp` in a slot, and the epilogue's
   auto& [lane4, code_off, scale_off, gs, bias, y] = ln;
@@ -228,8 +240,9 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
       }
   }
   // Two copies of the loop for MXFP4 (every instance): one for tensors whose range flag holds, which folds
-  // (Note [MXFP4 range flag]) or skips the E8M0 special bytes (Note [MXFP4 without the special bytes])
-  gemv::with_fold<F, T, MT, GX>(gemv::all_fold<F, T, MT, GX>(p), [&](auto fold) {
+  // (Note [MXFP4 range flag]) or skips the E8M0 special bytes (Note [MXFP4 without the special bytes]); likewise
+  // for NVFP4's shifted pairs (Note [NVFP4 shifted pairs]), whose other copy is the fp32 path
+  gemv::with_fold<F, T, MT, GX>(kShifted ? plain : gemv::all_fold<F, T, MT, GX>(p), [&](auto fold) {
     int phase = 0;
     for (int s0 = 0; s0 < S; s0 += kR, phase ^= 1) {
 #pragma unroll

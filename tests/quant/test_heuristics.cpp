@@ -562,14 +562,14 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
         CHECK(wide_chunk_warps(Format::nf4_dq, bf16, mt, gx, false) == 2);
         CHECK(wide_chunk_warps(Format::nvfp4, bf16, 1, gx, true) == 2);
         CHECK(wide_chunk_warps(Format::mxfp4, bf16, 1, gx, true) == 2);
-        CHECK(wide_chunk_warps(Format::nvfp4, bf16, mt, gx, false) == (nvfp4_scale_in_a(bf16, mt, gx) ? 1 : 2));
+        CHECK(wide_chunk_warps(Format::nvfp4, bf16, mt, gx, false) == (nvfp4_scale_in_a(bf16, mt) ? 1 : 2));
         // MXFP4 unpacked: the fp32 path at every GX and MT (bf16 at MT = 1 since session 37, MT = 2 since 38)
         CHECK(wide_chunk_warps(Format::mxfp4, bf16, mt, gx, false) == 2);
       }
   CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 2, false) == 2);   // bf16's fp32 path at GX 2 (4096x14336)
   CHECK(wide_chunk_warps(Format::nvfp4, true, 1, 4, false) == 2);   // and at GX 4 (8192^2) since session 36
   CHECK(wide_chunk_warps(Format::nvfp4, false, 1, 2, false) == 1);  // f16: the scale in A at every GX
-  CHECK(wide_chunk_warps(Format::nvfp4, true, 2, 2, false) == 2);   // M > 8 with bf16 x: the fp32 path too
+  CHECK(wide_chunk_warps(Format::nvfp4, true, 2, 2, false) == 1);   // M > 8 with bf16 x: shifted pairs (session 42)
   CHECK(wide_chunk_warps(Format::nvfp4, false, 2, 2, false) == 1);  // f16 x: the scales in A
   // MXFP4 folds at MT = 2 outside the wide kernel only; its fp32 path decodes E8M0 as pairs but in the wide
   // instances' copy with the special bytes at MT = 2 above GX 2 (Note [MXFP4 fp32 path at M > 8])
@@ -694,20 +694,23 @@ TEST_CASE("the wide kernel packs columns where M x the scale groups fit 8", "[qu
   CHECK(!wide_pack(Format::nvfp4, 0));
 }
 
-// Note [NVFP4 scale in A]: the measured choice of the scale-in-A path (f16 x everywhere; bf16 x at MT = 2 outside the
-// wide kernel, whose bf16 instances take the fp32 path at two chunks a warp).
-TEST_CASE("NVFP4's scales multiply A with f16 x, and with bf16 x only at MT = 2 outside the wide kernel",
-          "[quant][heuristics]") {
-  CHECK(nvfp4_scale_in_a(true, 2, 0));  // the ring and register-load kernels at M = 9..16
-  CHECK(!nvfp4_scale_in_a(true, 1, 0));
+// Note [NVFP4 scale in A], Note [NVFP4 shifted pairs]: the measured choice of the scale-in-A path (f16 x everywhere;
+// bf16 x at MT = 2, by shifted pairs in the wide instances; bf16's MT = 1 wide instances take the fp32 path at two
+// chunks a warp).
+TEST_CASE("NVFP4's scales multiply A with f16 x, and with bf16 x only at MT = 2", "[quant][heuristics]") {
+  CHECK(nvfp4_scale_in_a(true, 2));  // every kernel at M = 9..16
+  CHECK(!nvfp4_scale_in_a(true, 1));
+  CHECK(nvfp4_scale_in_a(false, 2));
+  CHECK(nvfp4_scale_in_a(false, 1));
   for (int gx = 0; gx <= kRingWideMax; ++gx) {
     INFO("gx " << gx);
-    CHECK(nvfp4_scale_in_a(false, 2, gx));
-    CHECK(nvfp4_scale_in_a(false, 1, gx));
-    if (gx >= 2) {  // the wide instances
-      CHECK(!nvfp4_scale_in_a(true, 1, gx));
-      CHECK(!nvfp4_scale_in_a(true, 2, gx));
-      CHECK(wide_chunk_warps(Format::nvfp4, true, 2, gx, false) == 2);
+    CHECK(!nvfp4_shifted_pairs(false, 1, gx));  // f16 converts E4M3 pairs in one instruction
+    CHECK(!nvfp4_shifted_pairs(false, 2, gx));
+    CHECK(!nvfp4_shifted_pairs(true, 1, gx));   // bf16 at MT = 1: the fp32 path (1.00-1.03 with the pairs)
+    CHECK(nvfp4_shifted_pairs(true, 2, gx) == (gx >= 2));  // the wide instances only
+    if (gx >= 2) {
+      CHECK(wide_chunk_warps(Format::nvfp4, true, 1, gx, false) == 2);
+      CHECK(wide_chunk_warps(Format::nvfp4, true, 2, gx, false) == 1);  // one chunk a warp measured best
       CHECK(wide_chunk_warps(Format::nvfp4, false, 2, gx, false) == 1);
     }
   }

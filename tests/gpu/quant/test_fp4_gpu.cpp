@@ -289,7 +289,8 @@ struct MatmulShape {
 // How check_matmul launches: on the legacy default stream, or captured into a CUDA graph on `stream`
 // (then both launches replay the one graph).
 // range_flag: MXFP4 is given its range flag (scale2, Note [MXFP4 range flag] in quant/gemv_kernel.cuh),
-// or scale2 NULL, so that the decode kernels vote per chunk (bf16) or do not fold (f16).
+// or scale2 NULL, so that the decode kernels vote per chunk (bf16) or do not fold (f16); NVFP4 its range flag
+// (scale2[1], Note [NVFP4 shifted pairs]) as quantized, or 0.
 struct Launch {
   cudaStream_t stream = nullptr;
   bool graph = false;
@@ -299,10 +300,11 @@ struct Launch {
 // One matmul against the fp64 product of x and the CPU-decoded weights, with the bound below;
 // outputs poisoned, determinism checked by a second launch. Returns ||y - ref|| / ||ref||.
 // w_exp, x_exp: weights scaled by 2^w_exp, x by 2^x_exp; edit, if given, changes the weights [N][K] after that
-// (an output whose reference is NaN must be NaN).
+// (an output whose reference is NaN must be NaN), and qedit the quantized tensor.
 double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with_bias, std::mt19937_64& rng,
                     int w_exp = 0, int x_exp = 0, Launch how = {},
-                    const std::function<void(std::vector<float>&)>& edit = {}) {
+                    const std::function<void(std::vector<float>&)>& edit = {},
+                    const std::function<void(ref::QTensor&)>& qedit = {}) {
   INFO("format " << static_cast<int>(f) << " dtype " << dtype_name(dt) << " m " << s.m << " n " << s.n << " k "
                  << s.k << " bias " << with_bias << " w_exp " << w_exp << " x_exp " << x_exp);
   // Weights kept in f16 range for the f16 path (decoded weights are rounded to x's dtype).
@@ -314,6 +316,9 @@ double check_matmul(const MatmulShape& s, Format f, vstack_dtype_t dt, bool with
   // MXFP4's range flag: 2 for the usual spread (every byte in 114..140), so the decode kernels fold
   // without a check in both dtypes unless how.range_flag is false
   if (f == Format::mxfp4 && w_exp == 0 && !edit) CHECK(q.scale2.at(0) == kMxfp4FoldF16);
+  if (f == Format::nvfp4 && !edit) CHECK(q.scale2.at(1) == kNvfp4Plain);  // finite weights: every byte plain
+  if (f == Format::nvfp4 && !how.range_flag) q.scale2.at(1) = 0.0f;
+  if (qedit) qedit(q);
   std::vector<float> wd(s.n * s.k);
   ref::dequantize(q, wd.data());
   std::normal_distribution<float> nd;
@@ -583,6 +588,57 @@ TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][ge
         check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, Launch{nullptr, false, flag}, edit);
       check_matmul(s, Format::mxfp4, VSTACK_DTYPE_F16, true, rng, 0, 0, {}, edit);
       check_matmul(s, Format::mxfp4, VSTACK_DTYPE_F16, true, rng, 0, 0, {}, zero_block);
+    }
+  }
+}
+
+// NVFP4's bf16 wide instances at M = 9..16 take the scale pairs by a shift where the range flag holds, with a table
+// of the E2M1 values times 2^120, and else rebuild the table and take the fp32 path (Note [NVFP4 shifted pairs] in
+// quant/gemv_kernel.cuh). The wide case above runs the shifted pairs on the usual spread; here each instance gets
+// (flag 1) a band of rows of N(0,1) x 2^-18 times the tensor's largest |w|, whose block scales are then about
+// 2^-8 of the tensor scale's range: subnormal E4M3 bytes (bf16 subnormal pairs), and (flag 0)
+// the same weights with the flag cleared, a NaN block (NaN in exactly its column), and a scale byte made negative
+// by hand (its block's products negated, as the reference decodes it). N ragged as in the wide case.
+TEST_CASE("decode kernel: the wide NVFP4 instances' shifted pairs and their fp32 path", "[gpu][quant][gemv-wide]") {
+  std::mt19937_64 rng(fresh_seed());
+  const WideSetting ws;
+  REQUIRE(ws.sms >= 16);
+  for (int gx = 2; gx <= 7; ++gx) {
+    const int64_t n = ws.n(gx);
+    for (const MatmulShape& s : {MatmulShape{16, n, 1024}, MatmulShape{12, n, 2112}}) {
+      CHECK(ring_wide_tiles(s.m, s.n, s.k, Format::nvfp4, ws.sms, ws.forced) == (ws.forced != 0 ? gx : 0));
+      const int64_t band = n / 3, nan_row = n / 2 + 5, neg_row = n - 3;  // the last, ragged tile
+      auto tiny = [&](std::vector<float>& w) {
+        float amax = 0.0f;  // of the other rows: the tensor's
+        for (int64_t i = 0; i < s.n * s.k; ++i)
+          if (i < band * s.k || i >= (band + 24) * s.k) amax = std::max(amax, std::abs(w[i]));
+        std::normal_distribution<float> nd;
+        for (int64_t i = band * s.k; i < (band + 24) * s.k; ++i) w[i] = std::ldexp(nd(rng), -18) * amax;
+      };
+      {
+        std::vector<float> w = random_matrix(s.n, s.k, rng);
+        tiny(w);
+        ref::QTensor q;
+        REQUIRE(ref::quantize(w.data(), s.n, s.k, Format::nvfp4, Layout::gemm, q));
+        CHECK(q.scale2.at(1) == kNvfp4Plain);
+        int64_t subnormal = 0;  // the band's bytes with exponent 0 and a nonzero mantissa: most of them
+        for (int64_t k = 0; k < s.k; k += 16) {
+          const uint8_t b = q.scales[scale_byte(Format::nvfp4, Layout::gemm, band + 5, k, s.k)];
+          subnormal += b > 0 && b < 8;
+        }
+        CHECK(subnormal * 2 > s.k / 16);
+      }
+      for (bool flag : {true, false})
+        check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, s.m % 2 == 0, rng, 0, 0, Launch{nullptr, false, flag}, tiny);
+      check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, {},
+                   [&](std::vector<float>& w) { w[nan_row * s.k + s.k / 2 + 3] = NAN; },
+                   [&](ref::QTensor& q) { CHECK(q.scale2.at(1) == 0.0f); });  // the NaN byte: flag 0
+      check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, false, rng, 0, 0, {}, {}, [&](ref::QTensor& q) {
+        uint8_t& b = q.scales[scale_byte(Format::nvfp4, Layout::gemm, neg_row, 64, s.k)];
+        REQUIRE(b != 0);
+        b |= 0x80;
+        q.scale2.at(1) = 0.0f;  // as a caller who edits the bytes must (FORMAT.md)
+      });
     }
   }
 }
