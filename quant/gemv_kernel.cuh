@@ -384,7 +384,7 @@ __device__ __forceinline__ void with_fold(bool all, Body&& body) {
 // loop. docs/labs/s42_flag_by_producer.patch has the producer lane read the flag before the CTA barrier (queued).
 __device__ __forceinline__ uint32_t shifted_pair(uint32_t s_a, uint32_t s_b, int stp) {
   uint32_t t;  // bytes: a_j, sign(a_j), b_j, sign(b_j)
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(t) : "r"(s_a), "r"(s_b), "r"(0xC480u + 0x1111u * static_cast<uint32_t>(stp)));
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(t) : "r"(s_a), "r"(s_b), "r"(nvfp4_shifted_pair_sel(stp)));
   return t << 4;
 }
 

@@ -497,6 +497,12 @@ constexpr bool nvfp4_scale_in_a(bool bf16, int mt) { return !bf16 || mt == 2; }
 // shifted pairs] in quant/gemv_kernel.cuh) where the tensor's range flag holds: bf16 x at MT = 2, one chunk a
 // warp (scale in A). Its table holds the E2M1 values times 2^120.
 constexpr bool nvfp4_shifted_pairs(bool bf16, int mt, int gx) { return bf16 && mt == 2 && ring_wide_instance(gx); }
+// The PRMT selector of k16 step stp's pair (Note [NVFP4 shifted pairs]): from the scale words of rows g (bytes 0..3)
+// and g + 8 (4..7), bytes stp, sign(stp), 4 + stp, sign(4 + stp) (a nibble with bit 3 set copies the sign bit).
+constexpr uint32_t nvfp4_shifted_pair_sel(int stp) {
+  const uint32_t a = static_cast<uint32_t>(stp), b = a + 4;
+  return a | ((8 | a) << 4) | (b << 8) | ((8 | b) << 12);
+}
 // Whether the wide kernel packs its columns at M (every GX and x dtype).
 constexpr bool wide_pack(Format f, int64_t m) {
   const int ng = chunk_groups(f);

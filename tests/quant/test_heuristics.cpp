@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <set>
 #include <utility>
 
@@ -712,6 +713,39 @@ TEST_CASE("NVFP4's scales multiply A with f16 x, and with bf16 x only at MT = 2"
       CHECK(wide_chunk_warps(Format::nvfp4, true, 1, gx, false) == 2);
       CHECK(wide_chunk_warps(Format::nvfp4, true, 2, gx, false) == 1);  // one chunk a warp measured best
       CHECK(wide_chunk_warps(Format::nvfp4, false, 2, gx, false) == 1);
+    }
+  }
+}
+
+// Note [NVFP4 shifted pairs]: the selectors, through PTX prmt's default mode (a selector nibble's bits 0..2 pick
+// one of the 8 source bytes, bit 3 replaces it by copies of its sign bit), make step j's pair of the bytes j of
+// rows g and g + 8, 4 bits up in each bf16 half, for plain bytes (0..0x7E) on every byte position.
+TEST_CASE("NVFP4's shifted pairs: the PRMT selectors", "[quant][heuristics]") {
+  auto prmt = [](uint32_t a, uint32_t b, uint32_t sel) {
+    const uint64_t src = a | (static_cast<uint64_t>(b) << 32);
+    uint32_t r = 0;
+    for (int n = 0; n < 4; ++n) {
+      const uint32_t s = (sel >> (4 * n)) & 0xFu;
+      uint32_t byte = static_cast<uint32_t>(src >> (8 * (s & 7u))) & 0xFFu;
+      if (s & 8u) byte = (byte & 0x80u) ? 0xFFu : 0u;
+      r |= byte << (8 * n);
+    }
+    return r;
+  };
+  CHECK(nvfp4_shifted_pair_sel(0) == 0xC480u);
+  CHECK(nvfp4_shifted_pair_sel(3) == 0xF7B3u);
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 2000; ++trial) {
+    uint32_t a = 0, b = 0;  // plain bytes, the ends of the range among them
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t u = trial < 2 ? (trial == 0 ? 0u : 0x7Eu) : rng() % 0x7Fu, v = rng() % 0x7Fu;
+      a |= u << (8 * j);
+      b |= v << (8 * j);
+    }
+    for (int stp = 0; stp < 4; ++stp) {
+      const uint32_t pair = prmt(a, b, nvfp4_shifted_pair_sel(stp)) << 4;
+      CHECK((pair & 0xFFFFu) == ((a >> (8 * stp)) & 0xFFu) << 4);
+      CHECK((pair >> 16) == ((b >> (8 * stp)) & 0xFFu) << 4);
     }
   }
 }
