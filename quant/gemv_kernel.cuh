@@ -315,13 +315,17 @@ __device__ __forceinline__ void mma_scaled_steps(float (&acc)[MT][4], const uint
 // 0.925-0.933; GX 7 (14336x4096) bf16 0.977-0.979, f16 0.931-0.935 (M = 9 f16 63.9 -> 68.4 % of the read
 // stream). Byte by byte where both ran the fp32 path: GX 4 (8192^2) 0.992-0.997, GX 3 (6144x4096, 6144x8192)
 // 0.990-1.001, GX 2 (4096^2, 4096x14336) 1.009-1.018, bf16 and f16 alike.
+// Whether the NVFP4 instance takes shifted pairs where the range flag holds (Note [NVFP4 shifted pairs]).
+template <Format F, typename T, int MT, int GX>
+inline constexpr bool kShiftedPairs =
+    F == Format::nvfp4 && nvfp4_shifted_pairs(std::is_same_v<T, __nv_bfloat16>, MT, GX);
 // Whether the kernel has a flagged copy of its loop, for tensors whose range flag holds: the fold (MT = 2 outside
 // the wide kernel) or the fp32 path without the special bytes (the wide instances). GX: the wide instance's (0: any
 // other kernel, which has the flagged copy at MT = 2 only).
-// NVFP4: the wide instances with shifted pairs (Note [NVFP4 shifted pairs]), whose other copy is the fp32 path.
+// NVFP4: the wide instances with shifted pairs (kShiftedPairs), whose other copy is the fp32 path.
 template <Format F, typename T, int MT, int GX = 0>
 inline constexpr bool kFlagCopy = (F == Format::mxfp4 && (MT == 2 || (MT == 1 && GX > 0))) ||
-                                  (F == Format::nvfp4 && nvfp4_shifted_pairs(std::is_same_v<T, __nv_bfloat16>, MT, GX));
+                                  kShiftedPairs<F, T, MT, GX>;
 // Whether the tensor's range flag lets every chunk fold for x of type T (read once per thread: one uniform
 // load).
 template <Format F, typename T, int MT, int GX = 0>
@@ -400,7 +404,7 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
   constexpr bool kMxFold = F == Format::mxfp4 && mxfp4_folds(MT, Gx::value);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   // Note [NVFP4 shifted pairs]: where the range flag holds (Fold), else the fp32 path below
-  constexpr bool kShifted = F == Format::nvfp4 && nvfp4_shifted_pairs(std::is_same_v<T, __nv_bfloat16>, MT, Gx::value);
+  constexpr bool kShifted = kShiftedPairs<F, T, MT, Gx::value>;
   static_assert(!kShifted || std::is_same_v<Pack, NoPack>, "MT = 2 never packs its columns");
   if constexpr (kShifted && Fold::value) {
     mma_scaled_steps<T, MT>(acc, bx, lo, hi, lookup, [&](int stp) { return shifted_pair(s_a, s_b, stp); });

@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
   static_assert(!PK || (MT == 1 && NG > 1), "packed columns: one column tile, several scale groups");
   // Note [NVFP4 shifted pairs]: the table times 2^120, rebuilt without the factor for a tensor whose range flag
   // does not hold
-  constexpr bool kShifted = F == Format::nvfp4 && nvfp4_shifted_pairs(std::is_same_v<T, __nv_bfloat16>, MT, GX);
+  constexpr bool kShifted = gemv::kShiftedPairs<F, T, MT, GX>;
   const uint32_t base = hp::smem_addr(smem);
   if (base > kRingBaseMax) __trap();  // the layout assumes it (Note [Ring kernel])
   const int64_t lut_off = kRingLutAddr - base;
