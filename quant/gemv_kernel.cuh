@@ -383,9 +383,14 @@ __device__ __forceinline__ void with_fold(bool all, Body&& body) {
 // path, three rounds on the bar's shapes): 4096x14336 0.939-0.940 (M = 16 60.6 -> 64.5 % of the read stream),
 // 4096^2 0.974-0.976, 8192^2 0.960-0.961 (65.4 -> 68.2 %), 14336x4096 0.990-0.994; every other cell of the
 // bar 0.997-1.003, and the decode digests of every other instance bit-identical. So at GX 4 and 7 it keeps only
-// half of the lab's gain (the lab read no flag and had one copy of the loop). Which of the two costs it is not
-// measured: the flag's load, which the consumers wait for before their first stage, or the fp32 copy beside the
-// loop. docs/labs/s42_flag_by_producer.patch has the producer lane read the flag before the CTA barrier (queued).
+// half of the lab's gain (the lab read no flag and had one copy of the loop). The copy is the cost, not the load
+// (session 43, three rounds, M = 9 and 16): the flag's load without the copy (docs/labs/s42_one_copy.patch) runs
+// as the lab, 0.967-0.968 of the shipped kernels at GX 7, 0.983-0.989 at GX 4, 0.999-1.006 at GX 2, 3, 5, 6; the
+// flag read by the producer lane instead (s42_flag_by_producer.patch) 1.02-1.04. The copy changes NVVM's address
+// arithmetic in the other (its slot addresses are shared, not recomputed) and so ptxas's schedule of it (one LDS,
+// two PRMT and three NOPs more a trip at GX 4). It cannot be moved out of line: ptxas inlines a __noinline__
+// function called once, and a call through a pointer makes it ignore setmaxnreg (C7506: 96 registers, a 392-byte
+// stack). MXFP4's wide flag copies cost nothing (their loops alone: 0.993-1.020).
 __device__ __forceinline__ uint32_t shifted_pair(uint32_t s_a, uint32_t s_b, int stp) {
   uint32_t t;  // bytes: a_j, sign(a_j), b_j, sign(b_j)
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(t) : "r"(s_a), "r"(s_b), "r"(nvfp4_shifted_pair_sel(stp)));
