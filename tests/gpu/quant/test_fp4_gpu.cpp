@@ -500,6 +500,18 @@ struct WideSetting {
     if (tiles % gx == 0) ++tiles;
     return 16 * tiles - 7;
   }
+  // body(s) for the instance of each GX = 2..7 at each (M, K) of mk, s = {M, n(GX), K}, after checking that
+  // format f's launcher takes that instance there (unforced or forced on; none forced off)
+  template <class Body>
+  void each_instance(Format f, std::initializer_list<std::pair<int64_t, int64_t>> mk, Body&& body) const {
+    REQUIRE(sms >= 16);
+    for (int gx = 2; gx <= 7; ++gx)
+      for (const auto& [m, k] : mk) {
+        const MatmulShape s{m, n(gx), k};
+        CHECK(ring_wide_tiles(s.m, s.n, s.k, f, sms, forced) == (forced != 0 ? gx : 0));
+        body(s);
+      }
+  }
 };
 
 // The wide row blocks (Note [Wide row blocks] in quant/gemv_plan.hpp) of each instance GX = 2..7 on this
@@ -556,40 +568,33 @@ TEST_CASE("decode kernel: wide row blocks match the fp64 product", "[gpu][quant]
 // columns]), with the flag or not.
 TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][gemv-wide]") {
   std::mt19937_64 rng(fresh_seed());
-  const WideSetting ws;
-  REQUIRE(ws.sms >= 16);
-  for (int gx = 2; gx <= 7; ++gx) {
-    const int64_t n = ws.n(gx);
-    for (const MatmulShape& s :
-         {MatmulShape{16, n, 1024}, MatmulShape{12, n, 2112}, MatmulShape{5, n, 2112}, MatmulShape{3, n, 2112}}) {
-      CHECK(ring_wide_tiles(s.m, s.n, s.k, Format::mxfp4, ws.sms, ws.forced) == (ws.forced != 0 ? gx : 0));
-      check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, false, rng, -122, 100);
-      const int64_t nan_row = n / 3, zero_row = n / 2 + 5;  // different row blocks
-      auto zero_block = [&](std::vector<float>& w) {
-        for (int64_t c = 64; c < 96; ++c) w[zero_row * s.k + c] = 0.0f;
-      };
-      auto edit = [&](std::vector<float>& w) {
-        w[nan_row * s.k + s.k / 2 + 3] = NAN;
-        zero_block(w);
-      };
-      {
-        std::vector<float> w(s.n * s.k, 1.0f);
-        edit(w);
-        ref::QTensor q;
-        REQUIRE(ref::quantize(w.data(), s.n, s.k, Format::mxfp4, Layout::gemm, q));
-        CHECK(q.scale2.at(0) == kMxfp4FoldBf16);
-        CHECK(q.scales[scale_byte(Format::mxfp4, Layout::gemm, nan_row, s.k / 2, s.k)] == 0xFF);
-        CHECK(q.scales[scale_byte(Format::mxfp4, Layout::gemm, zero_row, 64, s.k)] == 0);
-        w[nan_row * s.k + s.k / 2 + 3] = 1.0f;
-        REQUIRE(ref::quantize(w.data(), s.n, s.k, Format::mxfp4, Layout::gemm, q));
-        CHECK(q.scale2.at(0) == kMxfp4FoldF16);
-      }
-      for (bool flag : {true, false})
-        check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, Launch{nullptr, false, flag}, edit);
-      check_matmul(s, Format::mxfp4, VSTACK_DTYPE_F16, true, rng, 0, 0, {}, edit);
-      check_matmul(s, Format::mxfp4, VSTACK_DTYPE_F16, true, rng, 0, 0, {}, zero_block);
+  WideSetting().each_instance(Format::mxfp4, {{16, 1024}, {12, 2112}, {5, 2112}, {3, 2112}}, [&](const MatmulShape& s) {
+    check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, false, rng, -122, 100);
+    const int64_t nan_row = s.n / 3, zero_row = s.n / 2 + 5;  // different row blocks
+    auto zero_block = [&](std::vector<float>& w) {
+      for (int64_t c = 64; c < 96; ++c) w[zero_row * s.k + c] = 0.0f;
+    };
+    auto edit = [&](std::vector<float>& w) {
+      w[nan_row * s.k + s.k / 2 + 3] = NAN;
+      zero_block(w);
+    };
+    {
+      std::vector<float> w(s.n * s.k, 1.0f);
+      edit(w);
+      ref::QTensor q;
+      REQUIRE(ref::quantize(w.data(), s.n, s.k, Format::mxfp4, Layout::gemm, q));
+      CHECK(q.scale2.at(0) == kMxfp4FoldBf16);
+      CHECK(q.scales[scale_byte(Format::mxfp4, Layout::gemm, nan_row, s.k / 2, s.k)] == 0xFF);
+      CHECK(q.scales[scale_byte(Format::mxfp4, Layout::gemm, zero_row, 64, s.k)] == 0);
+      w[nan_row * s.k + s.k / 2 + 3] = 1.0f;
+      REQUIRE(ref::quantize(w.data(), s.n, s.k, Format::mxfp4, Layout::gemm, q));
+      CHECK(q.scale2.at(0) == kMxfp4FoldF16);
     }
-  }
+    for (bool flag : {true, false})
+      check_matmul(s, Format::mxfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, Launch{nullptr, false, flag}, edit);
+    check_matmul(s, Format::mxfp4, VSTACK_DTYPE_F16, true, rng, 0, 0, {}, edit);
+    check_matmul(s, Format::mxfp4, VSTACK_DTYPE_F16, true, rng, 0, 0, {}, zero_block);
+  });
 }
 
 // NVFP4's bf16 wide instances at M = 9..16 take the scale pairs by a shift where the range flag holds, with a table
@@ -601,46 +606,40 @@ TEST_CASE("decode kernel: the wide MXFP4 instances' fp32 path", "[gpu][quant][ge
 // by hand (its block's products negated, as the reference decodes it). N ragged as in the wide case.
 TEST_CASE("decode kernel: the wide NVFP4 instances' shifted pairs and their fp32 path", "[gpu][quant][gemv-wide]") {
   std::mt19937_64 rng(fresh_seed());
-  const WideSetting ws;
-  REQUIRE(ws.sms >= 16);
-  for (int gx = 2; gx <= 7; ++gx) {
-    const int64_t n = ws.n(gx);
-    for (const MatmulShape& s : {MatmulShape{16, n, 1024}, MatmulShape{12, n, 2112}}) {
-      CHECK(ring_wide_tiles(s.m, s.n, s.k, Format::nvfp4, ws.sms, ws.forced) == (ws.forced != 0 ? gx : 0));
-      const int64_t band = n / 3, nan_row = n / 2 + 5, neg_row = n - 3;  // the last, ragged tile
-      auto tiny = [&](std::vector<float>& w) {
-        float amax = 0.0f;  // of the other rows: the tensor's
-        for (int64_t i = 0; i < s.n * s.k; ++i)
-          if (i < band * s.k || i >= (band + 24) * s.k) amax = std::max(amax, std::abs(w[i]));
-        std::normal_distribution<float> nd;
-        for (int64_t i = band * s.k; i < (band + 24) * s.k; ++i) w[i] = std::ldexp(nd(rng), -18) * amax;
-      };
-      {
-        std::vector<float> w = random_matrix(s.n, s.k, rng);
-        tiny(w);
-        ref::QTensor q;
-        REQUIRE(ref::quantize(w.data(), s.n, s.k, Format::nvfp4, Layout::gemm, q));
-        CHECK(q.scale2.at(1) == kNvfp4Plain);
-        int64_t subnormal = 0;  // the band's bytes with exponent 0 and a nonzero mantissa: most of them
-        for (int64_t k = 0; k < s.k; k += 16) {
-          const uint8_t b = q.scales[scale_byte(Format::nvfp4, Layout::gemm, band + 5, k, s.k)];
-          subnormal += b > 0 && b < 8;
-        }
-        CHECK(subnormal * 2 > s.k / 16);
+  WideSetting().each_instance(Format::nvfp4, {{16, 1024}, {12, 2112}}, [&](const MatmulShape& s) {
+    const int64_t band = s.n / 3, nan_row = s.n / 2 + 5, neg_row = s.n - 3;  // the last, ragged tile
+    auto tiny = [&](std::vector<float>& w) {
+      float amax = 0.0f;  // of the other rows: the tensor's
+      for (int64_t i = 0; i < s.n * s.k; ++i)
+        if (i < band * s.k || i >= (band + 24) * s.k) amax = std::max(amax, std::abs(w[i]));
+      std::normal_distribution<float> nd;
+      for (int64_t i = band * s.k; i < (band + 24) * s.k; ++i) w[i] = std::ldexp(nd(rng), -18) * amax;
+    };
+    {
+      std::vector<float> w = random_matrix(s.n, s.k, rng);
+      tiny(w);
+      ref::QTensor q;
+      REQUIRE(ref::quantize(w.data(), s.n, s.k, Format::nvfp4, Layout::gemm, q));
+      CHECK(q.scale2.at(1) == kNvfp4Plain);
+      int64_t subnormal = 0;  // the band's bytes with exponent 0 and a nonzero mantissa: most of them
+      for (int64_t k = 0; k < s.k; k += 16) {
+        const uint8_t b = q.scales[scale_byte(Format::nvfp4, Layout::gemm, band + 5, k, s.k)];
+        subnormal += b > 0 && b < 8;
       }
-      for (bool flag : {true, false})
-        check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, s.m % 2 == 0, rng, 0, 0, Launch{nullptr, false, flag}, tiny);
-      check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, {},
-                   [&](std::vector<float>& w) { w[nan_row * s.k + s.k / 2 + 3] = NAN; },
-                   [&](ref::QTensor& q) { CHECK(q.scale2.at(1) == 0.0f); });  // the NaN byte: flag 0
-      check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, false, rng, 0, 0, {}, {}, [&](ref::QTensor& q) {
-        uint8_t& b = q.scales[scale_byte(Format::nvfp4, Layout::gemm, neg_row, 64, s.k)];
-        REQUIRE(b != 0);
-        b |= 0x80;
-        q.scale2.at(1) = 0.0f;  // as a caller who edits the bytes must (FORMAT.md)
-      });
+      CHECK(subnormal * 2 > s.k / 16);
     }
-  }
+    for (bool flag : {true, false})
+      check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, s.m % 2 == 0, rng, 0, 0, Launch{nullptr, false, flag}, tiny);
+    check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, true, rng, 0, 0, {},
+                 [&](std::vector<float>& w) { w[nan_row * s.k + s.k / 2 + 3] = NAN; },
+                 [&](ref::QTensor& q) { CHECK(q.scale2.at(1) == 0.0f); });  // the NaN byte: flag 0
+    check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, false, rng, 0, 0, {}, {}, [&](ref::QTensor& q) {
+      uint8_t& b = q.scales[scale_byte(Format::nvfp4, Layout::gemm, neg_row, 64, s.k)];
+      REQUIRE(b != 0);
+      b |= 0x80;
+      q.scale2.at(1) = 0.0f;  // as a caller who edits the bytes must (FORMAT.md)
+    });
+  });
 }
 
 // The wgmma GEMM with its K chunks split over work items (Note [K split] in quant/gemm_traits.hpp):
