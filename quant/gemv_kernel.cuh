@@ -225,6 +225,10 @@ __device__ __forceinline__ void x_fragments(uint32_t (&bx)[MT][4][2], const uint
 // Pack: NoPack, or the lane's Packed (Note [Packed columns] in quant/gemv_plan.hpp; bx holds x only in the
 // columns of each step's scale group).
 struct NoG2 {};
+// NF4_DQ where each row's blocks lie in one scale2 group: the caller multiplies the row's sums by that value
+// after its loop (Note [NF4_DQ scale2 after the sums] in quant/gemv_ring_wide.cuh), so the chunk takes the
+// absmax alone.
+struct G2Later {};
 struct NoPack {};
 struct Packed {
   uint32_t sel;  // NVFP4: the PRMT selector of this lane's two scale groups (2 (r & 1), + 1) of rows g, g + 8
@@ -490,6 +494,10 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
       sc[h][1] = e8m0_value_sel(w >> 8);
     } else if constexpr (F == Format::nf4) {
       sc[h][0] = __uint_as_float(w);
+    } else if constexpr (std::is_same_v<G2, G2Later>) {
+      float s4[4];
+      gemv::e4m3x4_to_f32(w, s4);
+      sc[h][0] = s4[0];
     } else {
       float g2v;
       if constexpr (std::is_same_v<G2, NoG2>) {

@@ -21,6 +21,20 @@
 // last stage the row block's sums, [W warps][8 MT columns][tiles x 16 rows] fp32, alias everything from
 // kWideXAddr on (x buffers, table, region B: all free by then), all GX tiles at once (wide_pass); a
 // thread per (row, column) adds the W warps' sums in warp order (deterministic).
+//
+// Note [NF4_DQ scale2 after the sums]. Above kWideDq2Max the launcher takes NF4_DQ only where K's blocks a row
+// (kc) divide a scale2 group (ring_wide_instance's check in quant/gemv_plan.hpp), so one g2 serves all of a row's
+// chunks. The chunk then multiplies its mma result by the E4M3 absmax alone (gemv::G2Later), and each warp's
+// sums are multiplied by their rows' g2 once, after the loop: y = g2 * sum_b(a_b * mma_b) where the ring and the
+// narrower instances compute sum_b(fl(a_b * g2) * mma_b). The per-block rounding of a_b * g2 goes and one
+// rounding of the sum by g2 comes, inside quant/FORMAT.md's bound. The g2 loads stay before the loop: loaded in
+// the epilogue instead (docs/labs/s43_dq_g2_epilogue.patch) they were an L2 round trip after the last barrier,
+// 0.7-2 % slower. As built (H200, 2026-12-02, 3 rotated rounds, bench/RESULTS.md "Session 44"): 0.98-0.99 at
+// M = 9..16 on 8192², 10240x4096 and 12288x4096, 0.99-1.00 at 14336x4096 and at M <= 8 (12288x4096 0.99).
+// Range: sum_b(a_b * mma_b) must fit fp32 without g2 (a_b <= 448), so bf16 x beyond about 2^105 at K = 16384
+// overflows here where the per-chunk product would not (FORMAT.md's range limit); f16 x cannot reach it. A g2
+// of Inf or NaN (quantize never writes one: G / 448 of a finite G, or 1) gives a non-finite y on both paths,
+// Inf here where a zero block (a = 0) makes the per-chunk product NaN.
 #pragma once
 
 #include "quant/gemv_ring.cuh"
@@ -220,9 +234,11 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[t][mt][e] = 0.0f;
   // NF4_DQ: the scale2 values of rows g, g + 8 of each tile. A row's blocks span at most two scale2 groups
-  // (ring_wide_tiles): its value is g2a before chunk g2k, g2b from it (the ring kernel's scheme); where
-  // they lie in one group (K / 64 divides kDqGroup) one value, in fewer registers (kDq2: GX <= kWideDq2Max).
+  // (ring_wide_tiles): its value is g2a before chunk g2k, g2b from it (the ring kernel's scheme), at GX <=
+  // kWideDq2Max (kDq2). Above it they lie in one group (K / 64 divides kDqGroup), and the sums take it once,
+  // after the loop (kG2Later: Note [NF4_DQ scale2 after the sums]).
   constexpr bool kDq2 = F == Format::nf4_dq && GX <= kWideDq2Max;
+  constexpr bool kG2Later = F == Format::nf4_dq && !kDq2;
   float g2a[GX][2], g2b[kDq2 ? GX : 1][2];
   int g2k[kDq2 ? GX : 1][2];
   if constexpr (F == Format::nf4_dq) {
@@ -286,13 +302,13 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
 #pragma unroll
           for (int c = 0; c < CW; ++c) {
             const int kcc = kc + c * W;
-            if constexpr (F == Format::nf4_dq) {
-              auto g2 = [&](int h) {
-                if constexpr (kDq2) return kcc < g2k[t][h] ? g2a[t][h] : g2b[t][h];
-                return g2a[t][h];
-              };
+            if constexpr (kDq2) {
+              auto g2 = [&](int h) { return kcc < g2k[t][h] ? g2a[t][h] : g2b[t][h]; };
               gemv::chunk_mma_bx<F, T, MT, decltype(lookup), decltype(g2)>(
                   acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c], s_a[c], s_b[c], n0, lookup, g2);
+            } else if constexpr (kG2Later) {
+              gemv::chunk_mma_bx<F, T, MT, decltype(lookup), gemv::G2Later>(
+                  acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c], s_a[c], s_b[c], n0, lookup, gemv::G2Later{});
             } else {
               gemv::chunk_mma_bx<F, T, MT, decltype(lookup)>(acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c],
                                                              s_a[c], s_b[c], n0, lookup, gemv::NoG2{}, fold, pack,
@@ -303,6 +319,13 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
       }
     }
   });
+  if constexpr (kG2Later)  // Note [NF4_DQ scale2 after the sums]
+#pragma unroll
+    for (int t = 0; t < GX; ++t)
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[t][mt][e] *= g2a[t][e >> 1];
   // The sums, aliasing everything from kWideXAddr on (kWideSumBytes): every stage has been consumed, every
   // table lookup made and nothing more is in flight (one row block) once all consumers pass the barrier
   // below. Each warp writes [warp][column][tile, row] (wide_sum_pitch), then a thread per (row, column)
