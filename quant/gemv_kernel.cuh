@@ -494,16 +494,12 @@ __device__ __forceinline__ void chunk_mma_bx(float (&acc)[MT][4], const GemmPara
       sc[h][1] = e8m0_value_sel(w >> 8);
     } else if constexpr (F == Format::nf4) {
       sc[h][0] = __uint_as_float(w);
-    } else if constexpr (std::is_same_v<G2, G2Later>) {
-      float s4[4];
-      gemv::e4m3x4_to_f32(w, s4);
-      sc[h][0] = s4[0];
     } else {
-      float g2v;
+      float g2v = 1.0f;  // G2Later: the caller multiplies the sums by g2
       if constexpr (std::is_same_v<G2, NoG2>) {
         const int row = n0 + g + 8 * h;  // its scale2 group: (row * K/64 + chunk) / 256 (L1-resident)
         g2v = row < p.n ? __ldg(p.scale2 + (static_cast<int64_t>(row) * kc_total + kc0 + kc) / kDqGroup) : 0.0f;
-      } else {
+      } else if constexpr (!std::is_same_v<G2, G2Later>) {
         g2v = g2(h);
       }
       float s4[4];
