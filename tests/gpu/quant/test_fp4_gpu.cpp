@@ -642,6 +642,7 @@ TEST_CASE("decode kernel: the wide NVFP4 instances' shifted pairs and their fp32
       for (int64_t c = 0; c < s.k; ++c) w[neg_row * s.k + c] *= 0.5f * amax / rmax;
     };
     check_matmul(s, Format::nvfp4, VSTACK_DTYPE_BF16, false, rng, 0, 0, {}, loud_row, [&](ref::QTensor& q) {
+      CHECK(q.scale2.at(1) == kNvfp4Plain);  // finite weights (check_matmul skips this check for an edit)
       uint8_t& b = q.scales[scale_byte(Format::nvfp4, Layout::gemm, neg_row, 64, s.k)];
       REQUIRE(b != 0);
       b |= 0x80;
