@@ -576,10 +576,26 @@ constexpr int wide_slots(int sb, int mt) {
 }
 // The ring of the GX instance: R slices of K a round, R GX slots, so the slot of stage (slice s, tile t)
 // is (s mod R) GX + t, a constant in the consumers' unrolled loop (Note [Wide row blocks], session 19).
-// R = 1 from GX = 4 (at MT = 1 GX = 4, 8 slots ran ~1 % slower than 4 at 8192^2 M <= 8); below, as many
-// slices as fit (GX = 2: 6 or 8 slots, GX = 3: 6).
+// Note [Two slices at GX 4]. The ring's depth is a balance between the bytes in flight (Little's law: the H200
+// streams 1.4x the H100's bytes at about the same latency) and what a deeper ring costs: an unrolled loop of
+// R GX stages and, at a CTA's start, more stages' boxes queued ahead of the first ones. Lab r45 (H200,
+// 2026-12-02, 3 rotated rounds, docs/labs/s45_r45_two_slices_gx45.patch; bench/RESULTS.md "Session 45") gave
+// GX 4 and 5 two slices a round, with region A below the x buffers holding the slots region B lacks:
+// - GX 4, MT = 1 (8 slots, all in B): NF4 and NF4_DQ 0.975-0.981 at 8192^2 M = 1..8, NVFP4 f16 0.976-0.994,
+//   NVFP4 bf16 and MXFP4 0.991-1.004; kept. As built, in a later call: NF4 0.974-0.978, NF4_DQ 0.975-0.980
+//   (8192^2 M = 8 74.7 -> 76.2 % of the read stream), NVFP4 f16 0.976-0.995, NVFP4 bf16 0.996-1.003, MXFP4
+//   0.991-1.002; every other cell of 8192^2 and 4096x14336 0.997-1.003; y bit-identical (matmul_digest.py);
+// - GX 4, MT = 2 (8 slots, one in A): 1.015-1.031 but NVFP4 bf16 0.98-0.99; not kept;
+// - GX 5 (10 slots; K = 4096, four slices a CTA): 1.016-1.049 at every M; not kept;
+// - GX 2 with 10 slots (lab g2, docs/labs/s45_g2_ten_slots_gx2.patch): 4096x14336 MXFP4 1.009-1.024, MT = 2
+//   1.017-1.025 but NVFP4 1.00-1.008, NVFP4 bf16 M = 4, 8 0.985-0.988 (f16 1.007); not kept.
+// Below GX = 4, as many slices as fit (GX = 2: 6 or 8 slots, GX = 3: 6); at GX = 4, two where MT = 1 (8 slots)
+// and one where MT = 2; above, one. (Session 19 on the H100 found 8 slots ~1 % slower than 4 at MT = 1
+// GX = 4; on the H200 they are 2-2.5 % faster for the NF4 formats, and a deeper ring elsewhere slower: Note
+// [Two slices at GX 4].)
 constexpr int wide_ring_slices(int gx, int sb, int mt) {
-  return gx >= 4 || wide_slots(sb, mt) / gx < 1 ? 1 : wide_slots(sb, mt) / gx;
+  if (gx == 4) return mt == 1 && 2 * gx <= wide_slots(sb, mt) ? 2 : 1;
+  return gx > 4 || wide_slots(sb, mt) / gx < 1 ? 1 : wide_slots(sb, mt) / gx;
 }
 constexpr int wide_ring_slots(int gx, int sb, int mt) { return wide_ring_slices(gx, sb, mt) * gx; }
 static_assert(wide_slots(1, 2) >= kRingWideMax && wide_slots(4, 2) >= kRingWideMax,

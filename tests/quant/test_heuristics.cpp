@@ -509,7 +509,7 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
         const int rs = wide_ring_slices(gx, sb, mt);
         CHECK(l.slots == rs * gx);
         CHECK(rs >= 1);
-        CHECK((gx >= 4 ? rs == 1 : (rs + 1) * gx > wide_slots(sb, mt)));
+        CHECK((gx > 4 ? rs == 1 : gx == 4 ? rs == (mt == 1 ? 2 : 1) : (rs + 1) * gx > wide_slots(sb, mt)));
         CHECK(l.slots >= kRingMinSlots);
         CHECK(l.slots <= kRingMaxSlots);
         // the early stages (Note [Early weights]) are slots of the ring: the kernel would clamp the count
@@ -524,7 +524,8 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
   CHECK(wide_slots(4, 1) == 8);  // 9 KB slots: 11 fit B, capped; 7 beside a 32 KB x buffer at MT = 2
   CHECK(wide_slots(4, 2) == 7);
   CHECK(wide_ring_slots(2, 4, 2) == 6);  // three slices a round
-  CHECK(wide_ring_slots(4, 4, 1) == 4);
+  CHECK(wide_ring_slots(4, 4, 1) == 8);  // two slices a round at GX = 4, MT = 1 (Note [Two slices at GX 4])
+  CHECK(wide_ring_slots(4, 4, 2) == 4);
   CHECK(wide_ring_slots(3, 4, 1) == 6);
   CHECK(wide_ring_slots(5, 4, 1) == 5);
   CHECK(!wide_layout(16, 4, 8).ok);  // no instance
