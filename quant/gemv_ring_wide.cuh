@@ -302,18 +302,14 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
 #pragma unroll
           for (int c = 0; c < CW; ++c) {
             const int kcc = kc + c * W;
-            if constexpr (kDq2) {
-              auto g2 = [&](int h) { return kcc < g2k[t][h] ? g2a[t][h] : g2b[t][h]; };
-              gemv::chunk_mma_bx<F, T, MT, decltype(lookup), decltype(g2)>(
-                  acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c], s_a[c], s_b[c], n0, lookup, g2);
-            } else if constexpr (kG2Later) {
-              gemv::chunk_mma_bx<F, T, MT, decltype(lookup), gemv::G2Later>(
-                  acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c], s_a[c], s_b[c], n0, lookup, gemv::G2Later{});
-            } else {
-              gemv::chunk_mma_bx<F, T, MT, decltype(lookup)>(acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c],
-                                                             s_a[c], s_b[c], n0, lookup, gemv::NoG2{}, fold, pack,
-                                                             std::integral_constant<int, GX>{});
-            }
+            // NF4_DQ's scale2: the row's value at this chunk (kDq2), or none here (kG2Later: after the loop)
+            const auto g2 = [&] {
+              if constexpr (kDq2) return [&](int h) { return kcc < g2k[t][h] ? g2a[t][h] : g2b[t][h]; };
+              else if constexpr (kG2Later) return gemv::G2Later{};
+              else return gemv::NoG2{};
+            }();
+            gemv::chunk_mma_bx<F, T, MT>(acc[t], p, bx[c], g, kc_total, 0, kcc, lo[c], hi[c], s_a[c], s_b[c], n0,
+                                         lookup, g2, fold, pack, std::integral_constant<int, GX>{});
           }
         }
       }
