@@ -589,10 +589,9 @@ constexpr int wide_slots(int sb, int mt) {
 // - GX 5 (10 slots; K = 4096, four slices a CTA): 1.016-1.049 at every M; not kept;
 // - GX 2 with 10 slots (lab g2, docs/labs/s45_g2_ten_slots_gx2.patch): 4096x14336 MXFP4 1.009-1.024, MT = 2
 //   1.017-1.025 but NVFP4 1.00-1.008, NVFP4 bf16 M = 4, 8 0.985-0.988 (f16 1.007); not kept.
-// Below GX = 4, as many slices as fit (GX = 2: 6 or 8 slots, GX = 3: 6); at GX = 4, two where MT = 1 (8 slots)
-// and one where MT = 2; above, one. (Session 19 on the H100 found 8 slots ~1 % slower than 4 at MT = 1
-// GX = 4; on the H200 they are 2-2.5 % faster for the NF4 formats, and a deeper ring elsewhere slower: Note
-// [Two slices at GX 4].)
+// So: below GX = 4, as many slices as fit (GX = 2: 6 or 8 slots, GX = 3: 6); at GX = 4, two where MT = 1
+// (8 slots) and one where MT = 2; above, one. (Session 19 had found 8 slots ~1 % slower than 4 at MT = 1 GX = 4
+// on the H100.)
 constexpr int wide_ring_slices(int gx, int sb, int mt) {
   if (gx == 4) return mt == 1 && 2 * gx <= wide_slots(sb, mt) ? 2 : 1;
   return gx > 4 || wide_slots(sb, mt) / gx < 1 ? 1 : wide_slots(sb, mt) / gx;
