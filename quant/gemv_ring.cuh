@@ -125,6 +125,26 @@ struct RingLane {
 
 }  // namespace gemv
 
+// Note [One run of scales]
+// A tile's scales are one contiguous run over its chunks (layout.hpp: 16 SB bytes a chunk, chunk after
+// chunk), so a stage's C chunks of scales are one run of C x 16 SB bytes a tile. The scales' tensor map
+// describes that run as one box row of 4-byte words (C x 4 SB of them, at most 256: the TMA's limit on a
+// box dimension) instead of C rows of 16 SB bytes: the same bytes land in the same places of the slot,
+// in one row a tile rather than 16. Words, not bytes, because a row of 1 KB (NVFP4 and NF4, C = 16) is
+// 1024 elements of one byte; the run's start and length (multiples of 16 SB bytes) are whole words.
+// Expected: a little less work for the copy engine a stage, nothing where the stage's time is the
+// consumers' (lab box, session 46: at GX 2 a stage without its code bytes still takes 0.92-0.96 of one).
+// H200, driver 580.159.04, 2026-12-02, three rotated rounds against 16 rows (bench/RESULTS.md "Session
+// 46"): y bit-identical on all 576 digest cells; 8192^2 M <= 8 0.984-0.995 (MXFP4 M = 8 75.8 -> 76.8 % of
+// the read stream), 14336x4096 0.993-1.000, 4096x14336 and 4096^2 0.99-1.00 except NVFP4 at GX 2 with f16
+// x (4096x14336 M = 4..16 1.004-1.008, 4096^2 M = 4..16 1.008-1.017; why is not known: its slots hold
+// the same bytes, and NF4's 1 KB rows did not lose) and NVFP4 bf16 4096^2 M = 9 (1.009); no bar cell
+// changed side; geometric mean over the bar's 80 cells 0.997 (bf16), 0.9985 (f16).
+template <Format F>
+inline constexpr int kScaleWords = 4 * chunk_scale_bytes(F);  // 4-byte words of one chunk's 16 rows' scales
+static_assert(kRingChunks * kScaleWords<Format::nvfp4> <= 256 && kRingChunks * kScaleWords<Format::nf4> <= 256,
+              "a stage's run of scales is one box row (Note [One run of scales])");
+
 struct RingArgs {
   CUtensorMap mw, ms, mx;  // the codes', the scales' and x's box copies (Note [Streamed x])
   RingLayout l;   // ring_layout of this launch
@@ -201,7 +221,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
       uint8_t* dst = region_b + i * L.slot_bytes;
       hp::mbar_arrive_expect_tx(&full[i], stage_bytes);
       hp::tma_load_3d(dst, &a.mw, &full[i], 0, c0, rb * G, pol_w);
-      hp::tma_load_3d(dst + kCodes, &a.ms, &full[i], 0, c0, rb * G, pol_w);
+      hp::tma_load_2d(dst + kCodes, &a.ms, &full[i], c0 * kScaleWords<F>, rb * G, pol_w);
     }
   }
   gemv::pdl_wait();
@@ -218,7 +238,7 @@ __global__ void __launch_bounds__(kRingThreads, 1) fp4_gemv_ring_kernel(const Ge
             // whole boxes: tiles past N and chunks past K are zero-filled, and counted
             hp::mbar_arrive_expect_tx(&full[slot], stage_bytes);
             hp::tma_load_3d(dst, &a.mw, &full[slot], 0, c0, rb * G, pol_w);
-            hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, c0, rb * G, pol_w);
+            hp::tma_load_2d(dst + kCodes, &a.ms, &full[slot], c0 * kScaleWords<F>, rb * G, pol_w);
           }
           hp::tma_load_3d(dst + L.x, &a.mx, &full[slot], 0, 0, c0, pol_x);
           if (++slot == slots) {
@@ -399,9 +419,10 @@ bool ring_fits() {
   return ok;
 }
 
-// The ring's box copies (Note [Streamed x]): codes and scales as [tiles][K / 64 chunks]
-// [bytes of a chunk], boxes of G tiles x C chunks; x as [K / 64 chunks][M rows][64 values] (x's own
-// row-major strides taken in that order), boxes of C chunks x M rows, 128-byte swizzled.
+// The ring's box copies (Note [Streamed x]): codes as [tiles][K / 64 chunks][512 bytes], boxes of
+// G tiles x C chunks; scales as [tiles][a tile's K / 64 x 16 SB bytes in 4-byte words], boxes of G tiles
+// x one run of C chunks' bytes (Note [One run of scales]); x as [K / 64 chunks][M rows][64 values] (x's
+// own row-major strides taken in that order), boxes of C chunks x M rows, 128-byte swizzled.
 template <Format F>
 bool encode_ring_maps(RingArgs& a, const GemmParams& p) {
   constexpr cuuint64_t SB = chunk_scale_bytes(F);
@@ -410,8 +431,9 @@ bool encode_ring_maps(RingArgs& a, const GemmParams& p) {
   using kernels::encode_tiled;
   return encode_tiled<3>(&a.mw, CU_TENSOR_MAP_DATA_TYPE_UINT32, p.codes, {128, kc, tiles}, {512, kc * 512},
                          {128, c, g}, CU_TENSOR_MAP_SWIZZLE_NONE) &&
-         encode_tiled<3>(&a.ms, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.scales, {16 * SB, kc, tiles}, {16 * SB, kc * 16 * SB},
-                         {static_cast<cuuint32_t>(16 * SB), c, g}, CU_TENSOR_MAP_SWIZZLE_NONE) &&
+         encode_tiled<2>(&a.ms, CU_TENSOR_MAP_DATA_TYPE_UINT32, p.scales, {kc * kScaleWords<F>, tiles},
+                         {kc * 16 * SB}, {static_cast<cuuint32_t>(c * kScaleWords<F>), g},
+                         CU_TENSOR_MAP_SWIZZLE_NONE) &&
          encode_tiled<3>(&a.mx, CU_TENSOR_MAP_DATA_TYPE_UINT16, p.x, {64, static_cast<cuuint64_t>(p.m), kc},
                          {static_cast<cuuint64_t>(p.k) * 2, 128}, {64, static_cast<cuuint32_t>(p.m), c},
                          CU_TENSOR_MAP_SWIZZLE_128B);

@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(wide_threads(kWideCW<F, T, MT, GX, PK>), 1)
     uint8_t* dst = wbuf + slot * kSlot;
     hp::mbar_arrive_expect_tx(&full[slot], w_bytes);
     hp::tma_load_3d(dst, &a.mw, &full[slot], 0, i / GX * kRingChunks, t, pol_w);
-    hp::tma_load_3d(dst + kCodes, &a.ms, &full[slot], 0, i / GX * kRingChunks, t, pol_w);
+    hp::tma_load_2d(dst + kCodes, &a.ms, &full[slot], i / GX * kRingChunks * kScaleWords<F>, t, pol_w);
   };
 
   // slice s's x into buffer xs once its phase xph ^ 1 is free (the first use of a buffer passes at once)
