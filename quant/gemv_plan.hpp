@@ -228,8 +228,9 @@ inline constexpr int64_t kRingSmem = 227 * 1024;          // dynamic shared memo
 // 1.003; H200, session 33; bench/RESULTS.md). The ring kernel's did not gain as a whole (2048x8192
 // 0.96-0.97 at M <= 8, 1.00-1.01 at M = 16; 28672x4096 1.00-1.02; its loop got one SASS instruction
 // longer), so it still issues them after the barrier. The wide instances take 3 stages at MT = 1 where
-// GX >= 6, at GX 5 where the columns are packed, and for NF4 / NF4_DQ from GX 3 (wide_early_stages, sessions 40
-// and 41). VSTACK_GEMV_RING_EARLY=<n> (0..kRingMaxSlots) sets the count for benchmarks.
+// GX >= 6, at GX 5 where the columns are packed, and for NF4 / NF4_DQ at GX 3 and 5, and 4 at GX 4
+// (wide_early_stages, sessions 40, 41 and 46). VSTACK_GEMV_RING_EARLY=<n> (0..kRingMaxSlots) sets the count
+// for benchmarks.
 
 // The ring kernel's buffers, valid wherever dynamic shared memory starts in [0, kRingBaseMax]: region
 // A, [0, 0x10000 - kRingBaseMax) from the start of dynamic shared memory, holds the consumer warps'
@@ -532,8 +533,9 @@ constexpr int wide_chunk_warps(Format f, bool bf16, int mt, int gx, bool pack) {
 // NF4 at GX 2 lost 1-2 %; MXFP4's 1-7 % there was the flag move's alone (lab 3b, session 40: 1.01-1.07 at
 // every M with x where it was).
 constexpr bool wide_early_x(int mt) { return mt == 2; }
-// The wide instance's early weight stages (Note [Early weights]): 3 at MT = 1 where GX >= 6, at GX = 5 where the
-// columns are packed (pk: NVFP4 M <= 2, MXFP4 M <= 4) and for NF4 and NF4_DQ from GX = 3; else kRingEarlyStages.
+// The wide instance's early weight stages (Note [Early weights]), at MT = 1: a whole slice (4) where GX = 4; 3 where
+// GX >= 6, at GX = 5 where the columns are packed (pk: NVFP4 M <= 2, MXFP4 M <= 4), and for NF4 and NF4_DQ at
+// GX = 3 and 5; else kRingEarlyStages.
 // H200, driver 580.159.04, 2026-12-01, three rotated rounds of VSTACK_GEMV_RING_EARLY = 3 against 2 on one library
 // (bench/RESULTS.md "Session 40"): at M <= 8 GX 6 and 7 (12288 and 14336 x 4096 / 8192) 0.971-0.999 in every
 // format, GX 5 (10240x4096) 0.975-0.989 but NVFP4 M = 4, 8 1.005-1.008; GX 3 (6144x4096) NF4 0.961-0.974, NF4_DQ
@@ -543,7 +545,14 @@ constexpr bool wide_early_x(int mt) { return mt == 2; }
 // built against 2 everywhere (the variable), bf16 and f16 x: GX 3 NF4 0.963-0.982, NF4_DQ 0.990-1.002; GX 4 NF4
 // formats 0.992-1.002; GX 5..7 M <= 8 0.974-0.999, but GX 5's unpacked NVFP4 / MXFP4 (NVFP4 M = 4, 8, MXFP4 M = 8)
 // 1.003-1.011; every other cell 0.995-1.003. Hence the pk term (those instances keep 2).
+// At GX 4 and MT = 1 the ring holds two slices (Note [Two slices at GX 4]) and one whole slice, 4 stages,
+// goes early: session 46 (H200, 2026-12-02, VSTACK_GEMV_RING_EARLY on one library, 8192^2 M = 1, 4, 8, three
+// rotated rounds) timed 4 against the counts chosen with 4 slots (3 NF4 formats, 2 NVFP4 / MXFP4): MXFP4
+// 0.972-0.983, NF4 0.985-0.991, NF4_DQ 0.987-0.994, NVFP4 0.981-0.982 packed (M = 1), 0.985-0.998
+// unpacked; 3 against them: NVFP4 / MXFP4 0.982-0.994, the NF4 formats 0.999-1.002; 2 against 3 for the NF4
+// formats 1.013-1.023.
 constexpr int wide_early_stages(Format f, int gx, int mt, bool pk) {
+  if (mt == 1 && gx == 4) return gx;
   const bool three = gx >= 6 || (gx == 5 && pk) || (uses_nf4_table(f) && gx >= 3);
   return mt == 1 && three ? 3 : kRingEarlyStages;
 }

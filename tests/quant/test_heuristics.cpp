@@ -515,7 +515,11 @@ TEST_CASE("decode ring kernel, wide row blocks: layout and choice", "[quant][heu
         // the early stages (Note [Early weights]) are slots of the ring: the kernel would clamp the count
         for (Format f : kAllFormats)
           if (chunk_scale_bytes(f) == sb)
-            for (bool pk : {false, true}) CHECK(wide_early_stages(f, gx, mt, pk) <= l.slots);
+            for (bool pk : {false, true}) {
+              CHECK(wide_early_stages(f, gx, mt, pk) <= l.slots);
+              // a whole slice (4 stages) early at GX 4, MT = 1 (session 46)
+              if (gx == 4 && mt == 1) CHECK(wide_early_stages(f, gx, mt, pk) == gx);
+            }
         CHECK((2 - wide_x_in_a(mt)) * wide_x_bytes(mt) + l.slots * l.slot_bytes <= kRingBBytes);
         CHECK(static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(wide_pass(mt)) * 4 <= kWideSumBytes);
         CHECK(static_cast<int64_t>(kRingWarps) * 8 * mt * wide_sum_pitch(wide_pass(mt) + 1) * 4 > kWideSumBytes);
