@@ -600,7 +600,7 @@ constexpr int wide_slots(int sb, int mt) {
 //   1.017-1.025 but NVFP4 1.00-1.008, NVFP4 bf16 M = 4, 8 0.985-0.988 (f16 1.007); not kept.
 // So: below GX = 4, as many slices as fit (GX = 2: 6 or 8 slots, GX = 3: 6); at GX = 4, two where MT = 1
 // (8 slots) and one where MT = 2; above, one. (Session 19 had found 8 slots ~1 % slower than 4 at MT = 1 GX = 4
-// on the H100.)
+// on the H100.) With 8 slots a whole slice of early weights pays there (wide_early_stages, session 46).
 constexpr int wide_ring_slices(int gx, int sb, int mt) {
   if (gx == 4) return mt == 1 && 2 * gx <= wide_slots(sb, mt) ? 2 : 1;
   return gx > 4 || wide_slots(sb, mt) / gx < 1 ? 1 : wide_slots(sb, mt) / gx;
