@@ -142,8 +142,6 @@ struct RingLane {
 // changed side; geometric mean over the bar's 80 cells 0.997 (bf16), 0.9985 (f16).
 template <Format F>
 inline constexpr int kScaleWords = 4 * chunk_scale_bytes(F);  // 4-byte words of one chunk's 16 rows' scales
-static_assert(kRingChunks * kScaleWords<Format::nvfp4> <= 256 && kRingChunks * kScaleWords<Format::nf4> <= 256,
-              "a stage's run of scales is one box row (Note [One run of scales])");
 
 struct RingArgs {
   CUtensorMap mw, ms, mx;  // the codes', the scales' and x's box copies (Note [Streamed x])
@@ -426,6 +424,8 @@ bool ring_fits() {
 template <Format F>
 bool encode_ring_maps(RingArgs& a, const GemmParams& p) {
   constexpr cuuint64_t SB = chunk_scale_bytes(F);
+  static_assert(kRingChunks * kScaleWords<F> <= 256,
+                "a stage's run of scales is one box row (Note [One run of scales])");
   const cuuint64_t kc = static_cast<cuuint64_t>(p.k) / 64, tiles = static_cast<cuuint64_t>(p.npad) / kGemvRows;
   const cuuint32_t c = kRingChunks / a.l.groups, g = static_cast<cuuint32_t>(a.l.groups);
   using kernels::encode_tiled;
