@@ -6,7 +6,7 @@
 //
 // Build and run (sm_90):
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/quant/read_floor.cu -o /tmp/read_floor
-//   /tmp/read_floor          (or /tmp/read_floor calls: the "call" part only)
+//   /tmp/read_floor          (or /tmp/read_floor calls: the "call" part only; deep: more calls in flight)
 //
 // Two read kernels, each in variants:
 // - "ld": 16-byte non-caching loads, 8 per thread in flight, each CTA a contiguous share: "plain"
@@ -177,6 +177,7 @@ struct CallArgs {
   uint16_t* y;       // N values; CTA i writes rows [i * rows, (i + 1) * rows)
   int n, rows;
   int slots, early;
+  int pf;  // also an L2 prefetch of the share past the slots, before the wait (`read_floor deep`)
 };
 
 // A decode call without its arithmetic, 64 threads: lane 0 of warp 0 keeps the weights' ring as
@@ -196,6 +197,11 @@ __global__ void __launch_bounds__(64, 1) call_floor_kernel(CallArgs a) {
     BulkRing ring(a.w, a.bytes, bars, bars, xbuf + (a.x_bulk ? a.x_room : 0), a.slots);
     ring.init(1);
     ring.issue_to(a.early);
+    if (a.pf)  // the rest of the share into L2 (a prefetch returns nothing to the SM: safe before the wait)
+      for (size_t off = ring.b + static_cast<size_t>(a.slots) * kBulkPiece; off < ring.e; off += kBulkPiece)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.w + off),
+                     "r"(static_cast<unsigned>(min(size_t{kBulkPiece}, ring.e - off)))
+                     : "memory");
     asm volatile("griddepcontrol.wait;" ::: "memory");
     if (a.x_bulk) bulk_issue(xbuf, xbar, reinterpret_cast<const uint8_t*>(a.x), a.x16 * 16);
     ring.issue_to(a.slots);
@@ -367,7 +373,7 @@ static int run_calls(int sms, cudaStream_t s, int* sink) {
         std::vector<CallArgs> args;
         for (int i = 0; i < copies; ++i)
           args.push_back(CallArgs{static_cast<const uint8_t*>(bufs[i]), bytes, static_cast<const uint4*>(x), x_bytes / 16,
-                                  x_room, x_bulk, static_cast<uint16_t*>(ys[i]), n, rows, slots, slots});
+                                  x_room, x_bulk, static_cast<uint16_t*>(ys[i]), n, rows, slots, slots, 0});
         us = graph_us(call_floor_kernel, c, args, inner, s, true);
         best = std::min(best, us);
         std::printf(" S%d", slots);
@@ -377,6 +383,137 @@ static int run_calls(int sms, cudaStream_t s, int* sink) {
     const double tbs = bytes / (best * 1e-6) / 1e12;
     if (big == 0) big = tbs;
     std::printf(" %6.3f TB/s %5.1f %%\n", tbs, 100.0 * tbs / big);
+    for (int i = 0; i < copies; ++i) {
+      CK(cudaFree(bufs[i]));
+      CK(cudaFree(ys[i]));
+    }
+    CK(cudaFree(x));
+  }
+  return 0;
+}
+
+// `read_floor deep` (session 47): the call floor with more calls in flight. A CTA of call N + 1 can only start
+// its early slots once a CTA of an earlier call leaves room on its SM; with two CTAs an SM only one call ahead
+// streams while this one waits, reads x and writes y. Here P CTAs an SM (228 / P KB less 1 KB each) and a grid
+// of G x SMs CTAs (shares 1 / (G SMs) of the bytes), so about P / G calls are resident; the slots are issued
+// before the wait and the rest of the CTA's share is prefetched into L2 there. x by one bulk copy; steady method.
+static int run_deep(int sms, cudaStream_t s) {
+  struct Shape {
+    const char* name;
+    size_t n, k;
+  };
+  const Shape shapes[] = {{"4096x4096", 4096, 4096}, {"14336x4096", 14336, 4096}, {"4096x14336", 4096, 14336},
+                          {"8192x8192", 8192, 8192}};
+  struct Deep {
+    int p, g;
+  };
+  const Deep ds[] = {{2, 1}, {3, 1}, {4, 1}, {4, 2}, {6, 2}, {8, 2}, {6, 3}};
+  cudaLaunchAttribute at{};
+  at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at.val.programmaticStreamSerializationAllowed = 1;
+  std::printf("us per call (steady), call floor with P CTAs an SM and G x SMs CTAs a call (PpGg: slots S, "
+              "resident/SM):\n");
+  for (const Shape& sh : shapes) {
+    const size_t bytes = sh.n * sh.k / 2 + sh.n * sh.k / 16;  // NVFP4 codes + scales
+    const unsigned x_bytes = static_cast<unsigned>(sh.k * 2);
+    const int n = static_cast<int>(sh.n);
+    const int copies = std::max<int>(2, static_cast<int>((size_t{256} << 20) / bytes + 1));
+    std::vector<void*> bufs(copies), ys(copies);
+    for (int i = 0; i < copies; ++i) {
+      CK(cudaMalloc(&bufs[i], bytes));
+      CK(cudaMemset(bufs[i], 1, bytes));
+      CK(cudaMalloc(&ys[i], static_cast<size_t>(n) * 2));
+    }
+    void* x;
+    CK(cudaMalloc(&x, x_bytes));
+    CK(cudaMemset(x, 2, x_bytes));
+    const int inner = std::max(copies, 8);
+    std::printf("%-12s %8.2f MB |", sh.name, bytes / 1e6);
+    float best = 1e30f;
+    for (const Deep& d : ds) {
+      const int grid = d.g * sms, rows = (n + grid - 1) / grid;
+      const size_t room = (228 / d.p - 1) * size_t{1024};
+      const unsigned x_room = (x_bytes + 1023) / 1024 * 1024;
+      const size_t share = (bytes + grid - 1) / grid;
+      const int slots = std::min<int>(static_cast<int>((share + kBulkPiece - 1) / kBulkPiece),
+                                      static_cast<int>((room - 1024 - x_room) / kBulkPiece));
+      if (slots < 1) {
+        std::printf(" P%dG%d    -    |", d.p, d.g);
+        continue;
+      }
+      cudaLaunchConfig_t c{};
+      c.gridDim = dim3(static_cast<unsigned>(grid));
+      c.blockDim = dim3(64);
+      c.stream = s;
+      c.attrs = &at;
+      c.numAttrs = 1;
+      c.dynamicSmemBytes = 1024 + x_room + static_cast<size_t>(slots) * kBulkPiece;
+      CK(cudaFuncSetAttribute(call_floor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(c.dynamicSmemBytes)));
+      int per_sm = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, call_floor_kernel, 64, c.dynamicSmemBytes));
+      std::vector<CallArgs> args;
+      for (int i = 0; i < copies; ++i)
+        args.push_back(CallArgs{static_cast<const uint8_t*>(bufs[i]), bytes, static_cast<const uint4*>(x), x_bytes / 16,
+                                x_room, 1, static_cast<uint16_t*>(ys[i]), n, rows, slots, slots, 1});
+      const float us = graph_us(call_floor_kernel, c, args, inner, s, true);
+      best = std::min(best, us);
+      std::printf(" P%dG%d S%d %d/SM %6.2f |", d.p, d.g, slots, per_sm, us);
+    }
+    std::printf(" best %6.3f TB/s\n", bytes / (best * 1e-6) / 1e12);
+    for (int i = 0; i < copies; ++i) {
+      CK(cudaFree(bufs[i]));
+      CK(cudaFree(ys[i]));
+    }
+    CK(cudaFree(x));
+  }
+  return 0;
+}
+
+// `read_floor chain` (session 47): what is left of a call with (almost) no weights: the dependency wait, x (K bf16
+// values, by a bulk copy or by loads, or none) and y's N values, back-to-back, with and without PDL. A kernel that
+// must wait for the one before it and read x cannot take less a call than this chain, whatever its bytes.
+static int run_chain(int sms, cudaStream_t s) {
+  const int ks[] = {4096, 8192, 14336};
+  std::printf("us per call (steady), 16 bytes of weights (one piece, CTA 0), grid = SMs, 1 CTA an SM:\n");
+  std::printf("K      | PDL: x bulk | x loads | no x | no PDL: x bulk | x loads | no x\n");
+  for (int k : ks) {
+    const int n = 4096, rows = (n + sms - 1) / sms;
+    const unsigned x_bytes = static_cast<unsigned>(k * 2);
+    const int copies = 8;
+    std::vector<void*> bufs(copies), ys(copies);
+    for (int i = 0; i < copies; ++i) {
+      CK(cudaMalloc(&bufs[i], 4096));
+      CK(cudaMemset(bufs[i], 1, 4096));
+      CK(cudaMalloc(&ys[i], static_cast<size_t>(n) * 2));
+    }
+    void* x;
+    CK(cudaMalloc(&x, x_bytes));
+    CK(cudaMemset(x, 2, x_bytes));
+    std::printf("%-6d |", k);
+    for (int pdl = 1; pdl >= 0; --pdl)
+      for (int xm = 0; xm < 3; ++xm) {  // 0: x by a bulk copy, 1: by loads, 2: no x
+        cudaLaunchAttribute at{};
+        at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at.val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t c{};
+        c.gridDim = dim3(static_cast<unsigned>(sms));
+        c.blockDim = dim3(64);
+        c.stream = s;
+        c.attrs = &at;
+        c.numAttrs = pdl;
+        const unsigned x_room = xm == 0 ? (x_bytes + 1023) / 1024 * 1024 : 0;
+        c.dynamicSmemBytes = 1024 + x_room + kBulkPiece;
+        CK(cudaFuncSetAttribute(call_floor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(c.dynamicSmemBytes)));
+        std::vector<CallArgs> args;
+        for (int i = 0; i < copies; ++i)
+          args.push_back(CallArgs{static_cast<const uint8_t*>(bufs[i]), 16, static_cast<const uint4*>(x),
+                                  xm == 2 ? 0u : x_bytes / 16, x_room, xm == 0, static_cast<uint16_t*>(ys[i]), n, rows,
+                                  1, 1, 0});
+        std::printf(" %6.2f |", graph_us(call_floor_kernel, c, args, 64, s, true));
+      }
+    std::printf("\n");
     for (int i = 0; i < copies; ++i) {
       CK(cudaFree(bufs[i]));
       CK(cudaFree(ys[i]));
@@ -399,6 +536,14 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "calls") {
     std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
     return run_calls(sms, s, sink);
+  }
+  if (argc > 1 && std::string(argv[1]) == "deep") {
+    std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
+    return run_deep(sms, s);
+  }
+  if (argc > 1 && std::string(argv[1]) == "chain") {
+    std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
+    return run_chain(sms, s);
   }
   // "ld": 110 KB of (unused) shared memory per CTA: one CTA per SM plus room for one CTA of the next
   // call (PDL). "bulk": the ring's slots (set per variant below).
