@@ -18,8 +18,10 @@
 // that a single PRMT of (lane * 4, code word) forms the address: conflict-free
 // lookups at PRMT + LDS per code byte (64 KB per CTA, half of each 256-byte
 // row unused; a byte * 128 table needed SHF + LOP3 + LEA + IMAD per lookup).
-// Two instructions a register is the floor: ALU decodes measured slower (an exact E2M1 -> f16 one 1.13x on
-// the H200; no layout makes it a shift and a mask) and one that takes two as fast (docs/NOTES.md, session 50).
+// No decode takes fewer instructions a register: an exact ALU E2M1 -> f16 decode
+// took 1.13x the time on the H200 (no layout makes it a shift and a mask), and a
+// two-instruction one that no layout realises ran as fast as the table
+// (docs/NOTES.md, session 50).
 //
 // Memory: no shared-memory ring. Lane (g, r) loads its 8 fragment bytes of rows
 // g and g+8 per chunk with `ld.global.nc.L1::no_allocate.L2::256B.v2` straight
