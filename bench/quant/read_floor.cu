@@ -6,7 +6,8 @@
 //
 // Build and run (sm_90):
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a bench/quant/read_floor.cu -o /tmp/read_floor
-//   /tmp/read_floor          (or /tmp/read_floor calls: the "call" part only; deep: more calls in flight)
+//   /tmp/read_floor          (or /tmp/read_floor calls: the "call" part only; deep: more calls in flight;
+//   trace: a chain of calls stamped CTA by CTA)
 //
 // Two read kernels, each in variants:
 // - "ld": 16-byte non-caching loads, 8 per thread in flight, each CTA a contiguous share: "plain"
@@ -23,6 +24,10 @@
 //   wait: read x (M = 1: K bf16 values, by one bulk copy or by a second warp's 16-byte loads) and then
 //   write its rows of y. No arithmetic. It bounds what any kernel that waits for the
 //   kernel before it (x is that kernel's output) can reach: `read_floor calls` runs only this part.
+// - "trace" (session 51): the call kernel with a globaltimer stamp per CTA (entry, wait passed, x in,
+//   drained, end) and the early pieces landed at the wait, for chains of 64 calls: how many calls are in
+//   flight, when the wait returns, and what a delay of the next call's first copy, hot weights (one copy)
+//   or 1 / 2 / 3 CTAs an SM do. Stamping slows the x-by-bulk-copy calls; its steady figures are untraced.
 // Two timing methods: "replay" (events around one replay of R = max(copies, 8) calls on an idle
 // stream, bench_fp4.py's method until session 28) and "steady" (a spin kernel before each start
 // event, and the difference of the replay times of graphs of 8R and R calls over 7R: bench_fp4.py's
@@ -178,7 +183,29 @@ struct CallArgs {
   int n, rows;
   int slots, early;
   int pf;  // also an L2 prefetch of the share past the slots, before the wait (`read_floor deep`)
+  unsigned long long* stamps;  // `read_floor trace`: kStamps values a CTA (null: none)
+  unsigned delay_ns;           // `read_floor trace`: the ring's first issue this long after the CTA's entry
 };
+
+// `read_floor trace`: what each CTA of a call records (globaltimer ns but kSmid and kLanded).
+enum Stamp { kEntry, kWait, kX, kDrained, kEnd, kSmid, kLanded, kWait1, kStamps };
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Whether the slot's mbarrier has completed phase `parity` (no wait).
+__device__ __forceinline__ bool bulk_done(uint32_t bar, uint32_t parity) {
+  uint32_t ok;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(ok)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return ok != 0;
+}
 
 // A decode call without its arithmetic, 64 threads: lane 0 of warp 0 keeps the weights' ring as
 // bulk_read_kernel does (E slots issued before the wait); once x and every piece are in, warp 1
@@ -191,11 +218,23 @@ __global__ void __launch_bounds__(64, 1) call_floor_kernel(CallArgs a) {
   // [0, 1024): the slots' barriers, then x's; x's buffer (x_bulk); the slots
   const uint32_t bars = static_cast<uint32_t>(__cvta_generic_to_shared(smem)), xbar = bars + 8 * a.slots;
   const uint32_t xbuf = bars + 1024;
+  unsigned long long* st = a.stamps ? a.stamps + static_cast<size_t>(blockIdx.x) * kStamps : nullptr;
+  if (st && threadIdx.x == 0) {
+    st[kEntry] = global_ns();
+    uint32_t smid;
+    asm("mov.u32 %0, %%smid;" : "=r"(smid));
+    st[kSmid] = smid;
+  }
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   uint32_t acc = 0;
   if (threadIdx.x == 0) {
     BulkRing ring(a.w, a.bytes, bars, bars, xbuf + (a.x_bulk ? a.x_room : 0), a.slots);
     ring.init(1);
+    if (a.delay_ns) {  // lets the call before read its x before this call's weights take the memory system
+      const unsigned long long t0 = global_ns();
+      while (global_ns() - t0 < a.delay_ns) {
+      }
+    }
     ring.issue_to(a.early);
     if (a.pf)  // the rest of the share into L2 (a prefetch returns nothing to the SM: safe before the wait)
       for (size_t off = ring.b + static_cast<size_t>(a.slots) * kBulkPiece; off < ring.e; off += kBulkPiece)
@@ -203,20 +242,33 @@ __global__ void __launch_bounds__(64, 1) call_floor_kernel(CallArgs a) {
                      "r"(static_cast<unsigned>(min(size_t{kBulkPiece}, ring.e - off)))
                      : "memory");
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (st) {
+      st[kWait] = global_ns();
+      unsigned landed = 0;  // early pieces already in shared memory when the wait returned
+      for (size_t p = 0; p < ring.issued; ++p) landed += bulk_done(bars + 8 * (p % a.slots), 0);
+      st[kLanded] = landed;
+    }
     if (a.x_bulk) bulk_issue(xbuf, xbar, reinterpret_cast<const uint8_t*>(a.x), a.x16 * 16);
     ring.issue_to(a.slots);
     if (a.x_bulk) {
       bulk_wait(xbar, 0);
       acc = *reinterpret_cast<const uint32_t*>(smem + 1024);
     }
+    if (st && a.x_bulk) st[kX] = global_ns();
     ring.drain([&](uint32_t off) { acc ^= *reinterpret_cast<const uint32_t*>(smem + off); });
+    if (st) st[kDrained] = global_ns();
     folded = acc;
   } else {
     asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (st && threadIdx.x == 32) st[kWait1] = global_ns();
     if (threadIdx.x >= 32 && !a.x_bulk) {
       for (unsigned u = threadIdx.x - 32; u < a.x16; u += 32) {
         const uint4 v = a.x[u];
         acc ^= v.x ^ v.y ^ v.z ^ v.w;
+      }
+      if (st && threadIdx.x == 32) {  // x is in once its last load has returned (acc depends on all)
+        asm volatile("" ::"r"(acc));
+        st[kX] = global_ns() + (acc == 0x9E3779B9u);
       }
     }
   }
@@ -227,6 +279,7 @@ __global__ void __launch_bounds__(64, 1) call_floor_kernel(CallArgs a) {
       const int row = blockIdx.x * a.rows + r;
       if (row < a.n) a.y[row] = static_cast<uint16_t>(acc ^ static_cast<uint32_t>(r));
     }
+    if (st && threadIdx.x == 32) st[kEnd] = global_ns();
   }
 }
 
@@ -523,6 +576,188 @@ static int run_chain(int sms, cudaStream_t s) {
   return 0;
 }
 
+// `read_floor trace` (session 51): when each CTA of a chain of dependent calls enters, passes its dependency wait,
+// has x, has drained its weights and ends (globaltimer), and how many of its early pieces had landed at the wait.
+// Answers where a call's time goes between "the call before ended" and "this call ended": whether call N + 1's
+// CTAs run while call N does (PDL's early launch), whether call N + 2 can (how many grids are in flight), and what
+// the wait, x and y cost in a steady chain. The call floor kernel as `read_floor calls` runs it; R calls a graph.
+static float traced_period(const std::vector<unsigned long long>& h, int calls, int grid, int from, int to,
+                           bool print) {
+  unsigned long long base = ~0ull;  // the earliest entry: stamps as ns after it (doubles keep them exact)
+  for (int c = 0; c < calls; ++c)
+    for (int b = 0; b < grid; ++b) base = std::min(base, h[(static_cast<size_t>(c) * grid + b) * kStamps + kEntry]);
+  auto at = [&](int c, int b, int k) {
+    const unsigned long long v = h[(static_cast<size_t>(c) * grid + b) * kStamps + k];
+    return k == kSmid || k == kLanded ? static_cast<double>(v) : static_cast<double>(v - base);
+  };
+  std::vector<double> e(calls), s0(calls), s1(calls), w0(calls), w1(calls), dr(calls);
+  std::vector<float> xs, land;
+  double landed = 0;
+  for (int c = 0; c < calls; ++c) {
+    e[c] = s1[c] = w1[c] = dr[c] = 0;
+    s0[c] = w0[c] = 1e300;
+    for (int b = 0; b < grid; ++b) {
+      e[c] = std::max(e[c], std::max(at(c, b, kEnd), at(c, b, kDrained)));
+      s0[c] = std::min(s0[c], at(c, b, kEntry));
+      s1[c] = std::max(s1[c], at(c, b, kEntry));
+      w0[c] = std::min(w0[c], std::min(at(c, b, kWait), at(c, b, kWait1)));
+      w1[c] = std::max(w1[c], std::max(at(c, b, kWait), at(c, b, kWait1)));
+      dr[c] = std::max(dr[c], at(c, b, kDrained));
+      if (c >= from && c < to) {
+        xs.push_back(static_cast<float>(at(c, b, kX) - std::min(at(c, b, kWait), at(c, b, kWait1))));
+        landed += at(c, b, kLanded);
+      }
+    }
+  }
+  std::vector<float> period, lead0, lead1, lead2, rel0, rel1, x_to_end, wait_to_end, inflight, handoff;
+  for (int c = std::max(from, 2); c < to; ++c) {
+    period.push_back(static_cast<float>(e[c] - e[c - 1]));
+    lead0.push_back(static_cast<float>(s0[c] - e[c - 1]));
+    lead1.push_back(static_cast<float>(s1[c] - e[c - 1]));
+    lead2.push_back(static_cast<float>(s0[c] - e[c - 2]));
+    rel0.push_back(static_cast<float>(w0[c] - e[c - 1]));
+    rel1.push_back(static_cast<float>(w1[c] - e[c - 1]));
+    wait_to_end.push_back(static_cast<float>(e[c] - w1[c]));
+    int n = 0;
+    for (int d = 0; d < c; ++d) n += e[d] > s0[c];
+    inflight.push_back(static_cast<float>(n));
+  }
+  // per SM: call c + 1's first CTA entry there after call c's last CTA end there
+  std::vector<double> last_end(1024, 0);
+  for (int c = 0; c < to; ++c) {
+    std::vector<double> first_in(1024, 1e300), end_here(1024, 0);
+    for (int b = 0; b < grid; ++b) {
+      const int sm = static_cast<int>(at(c, b, kSmid)) & 1023;
+      first_in[sm] = std::min(first_in[sm], at(c, b, kEntry));
+      end_here[sm] = std::max(end_here[sm], at(c, b, kEnd));
+    }
+    for (int sm = 0; sm < 1024; ++sm) {
+      if (c >= from && first_in[sm] < 1e299 && last_end[sm] > 0)
+        handoff.push_back(static_cast<float>(first_in[sm] - last_end[sm]));
+      if (end_here[sm] > 0) last_end[sm] = end_here[sm];
+    }
+  }
+  // the timer's step: the smallest positive difference between the sorted stamps of the window
+  std::vector<double> all;
+  for (int c = from; c < to; ++c)
+    for (int b = 0; b < grid; ++b)
+      for (int k : {kEntry, kWait, kX, kDrained, kEnd}) all.push_back(at(c, b, k));
+  std::sort(all.begin(), all.end());
+  double step = 1e300;
+  for (size_t i = 1; i < all.size(); ++i)
+    if (all[i] > all[i - 1]) step = std::min(step, all[i] - all[i - 1]);
+  const float p = median(period);
+  if (print) {
+    const double pieces = static_cast<double>(to - from) * grid;
+    std::printf(" period %6.2f | start-prev end %6.2f .. %6.2f | start-end(c-2) %6.2f | wait-prev end %6.2f .."
+                " %6.2f | x %5.2f | wait..end %5.2f | in flight %2.0f (max %2.0f) | SM hand-off %5.2f | landed"
+                " %4.2f/CTA | step %.0f ns\n",
+                p / 1e3, median(lead0) / 1e3, median(lead1) / 1e3, median(lead2) / 1e3, median(rel0) / 1e3,
+                median(rel1) / 1e3, median(xs) / 1e3, median(wait_to_end) / 1e3, median(inflight),
+                *std::max_element(inflight.begin(), inflight.end()), handoff.empty() ? 0.0f : median(handoff) / 1e3,
+                landed / pieces, step);
+  }
+  return p;
+}
+
+static int run_trace(int sms, cudaStream_t s) {
+  struct Case {
+    const char* name;
+    size_t n, k;  // weights: NVFP4 bytes of n x k (n = 0: 16 bytes, the chain alone; x of k bf16)
+    int pdl, smem_kb, x_bulk;  // smem_kb: the CTA's dynamic shared memory (200: one CTA an SM, 100: two, 70: three)
+    unsigned delay_ns;
+    int hot;  // one weight copy for every call (hot in L2) instead of copies past L2
+  };
+  const Case cases[] = {
+      {"4096^2 1/SM", 4096, 4096, 1, 200, 1, 0, 0},         {"4096^2 1/SM hot", 4096, 4096, 1, 200, 1, 0, 1},
+      {"4096^2 2/SM", 4096, 4096, 1, 100, 1, 0, 0},         {"4096^2 2/SM hot", 4096, 4096, 1, 100, 1, 0, 1},
+      {"4096^2 2/SM x ld", 4096, 4096, 1, 100, 0, 0, 0},    {"4096^2 2/SM d300", 4096, 4096, 1, 100, 1, 300, 0},
+      {"4096^2 2/SM d450", 4096, 4096, 1, 100, 1, 450, 0},  {"4096^2 2/SM d600", 4096, 4096, 1, 100, 1, 600, 0},
+      {"4096^2 2/SM d750", 4096, 4096, 1, 100, 1, 750, 0},  {"4096^2 2/SM d900", 4096, 4096, 1, 100, 1, 900, 0},
+      {"4096^2 2/SM d1200", 4096, 4096, 1, 100, 1, 1200, 0}, {"4096^2 2/SM x ld d600", 4096, 4096, 1, 100, 0, 600, 0},
+      {"4096^2 2/SM d600 hot", 4096, 4096, 1, 100, 1, 600, 1},
+      {"4096^2 3/SM", 4096, 4096, 1, 70, 1, 0, 0},          {"4096^2 no PDL 1/SM", 4096, 4096, 0, 200, 1, 0, 0},
+      {"chain K 4096 PDL", 0, 4096, 1, 100, 1, 0, 1},       {"chain K 4096 no PDL", 0, 4096, 0, 100, 1, 0, 1},
+      {"8192^2 1/SM", 8192, 8192, 1, 200, 1, 0, 0},         {"8192^2 1/SM hot", 8192, 8192, 1, 200, 1, 0, 1},
+      {"8192^2 2/SM", 8192, 8192, 1, 100, 1, 0, 0},         {"8192^2 2/SM hot", 8192, 8192, 1, 100, 1, 0, 1},
+      {"4096x14336 1/SM", 4096, 14336, 1, 200, 1, 0, 0},    {"4096x14336 1/SM hot", 4096, 14336, 1, 200, 1, 0, 1},
+      {"14336x4096 1/SM", 14336, 4096, 1, 200, 1, 0, 0},    {"14336x4096 1/SM hot", 14336, 4096, 1, 200, 1, 0, 1}};
+  const int calls = 64, from = 16, to = 56;
+  std::printf("µs (medians over calls %d..%d of a graph of %d; 'prev end' = the last CTA end of the call before):\n",
+              from, to - 1, calls);
+  for (const Case& cs : cases) {
+    const size_t bytes = cs.n ? cs.n * cs.k / 2 + cs.n * cs.k / 16 : 16;
+    const unsigned x_bytes = static_cast<unsigned>(cs.k * 2);
+    const int n = cs.n ? static_cast<int>(cs.n) : 4096, grid = sms, rows = (n + grid - 1) / grid;
+    const int copies =
+        cs.hot ? 1 : std::min(calls, std::max<int>(2, static_cast<int>((size_t{256} << 20) / bytes + 1)));
+    std::vector<void*> bufs(copies), ys(copies);
+    for (int i = 0; i < copies; ++i) {
+      CK(cudaMalloc(&bufs[i], std::max<size_t>(bytes, 4096)));
+      CK(cudaMemset(bufs[i], 1, std::max<size_t>(bytes, 4096)));
+      CK(cudaMalloc(&ys[i], static_cast<size_t>(n) * 2));
+    }
+    void* x;
+    CK(cudaMalloc(&x, x_bytes));
+    CK(cudaMemset(x, 2, x_bytes));
+    unsigned long long* stamps;
+    const size_t nst = static_cast<size_t>(calls) * grid * kStamps;
+    CK(cudaMalloc(&stamps, nst * 8));
+    CK(cudaMemset(stamps, 0, nst * 8));
+    cudaLaunchAttribute at{};
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t c{};
+    c.gridDim = dim3(static_cast<unsigned>(grid));
+    c.blockDim = dim3(64);
+    c.stream = s;
+    c.attrs = &at;
+    c.numAttrs = cs.pdl;
+    const size_t room = static_cast<size_t>(cs.smem_kb) * 1024;
+    const unsigned x_room = cs.x_bulk ? (x_bytes + 1023) / 1024 * 1024 : 0;
+    const size_t share = (bytes + grid - 1) / grid;
+    const int slots = std::max(1, std::min<int>(static_cast<int>((share + kBulkPiece - 1) / kBulkPiece),
+                                                static_cast<int>((room - 1024 - x_room) / kBulkPiece)));
+    c.dynamicSmemBytes = std::max(room, 1024 + x_room + static_cast<size_t>(slots) * kBulkPiece);
+    CK(cudaFuncSetAttribute(call_floor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            static_cast<int>(c.dynamicSmemBytes)));
+    int per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, call_floor_kernel, 64, c.dynamicSmemBytes));
+    std::vector<CallArgs> plain, traced;
+    for (int i = 0; i < calls; ++i) {
+      CallArgs a{static_cast<const uint8_t*>(bufs[i % copies]), bytes, static_cast<const uint4*>(x), x_bytes / 16,
+                 x_room, cs.x_bulk, static_cast<uint16_t*>(ys[i % copies]), n, rows, slots, slots, 0, nullptr,
+                 cs.delay_ns};
+      plain.push_back(a);
+      a.stamps = stamps + static_cast<size_t>(i) * grid * kStamps;
+      traced.push_back(a);
+    }
+    const float untraced = graph_us(call_floor_kernel, c, plain, calls, s, true);
+    const float with = graph_us(call_floor_kernel, c, traced, calls, s, true);
+    std::printf("%-26s %6.2f MB S%-2d %d/SM | steady %6.2f us, traced %6.2f |", cs.name, bytes / 1e6, slots, per_sm,
+                untraced, with);
+    // one more replay after a spin, then the stamps of its calls
+    cudaGraphExec_t ge = capture(call_floor_kernel, c, traced, calls, s);
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    replay_us(ge, s, true, e0, e1);
+    std::vector<unsigned long long> h(nst);
+    CK(cudaMemcpy(h.data(), stamps, nst * 8, cudaMemcpyDeviceToHost));
+    traced_period(h, calls, grid, from, to, true);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    for (int i = 0; i < copies; ++i) {
+      CK(cudaFree(bufs[i]));
+      CK(cudaFree(ys[i]));
+    }
+    CK(cudaFree(x));
+    CK(cudaFree(stamps));
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int dev = 0, sms = 0;
   CK(cudaGetDevice(&dev));
@@ -540,6 +775,10 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "deep") {
     std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
     return run_deep(sms, s);
+  }
+  if (argc > 1 && std::string(argv[1]) == "trace") {
+    std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
+    return run_trace(sms, s);
   }
   if (argc > 1 && std::string(argv[1]) == "chain") {
     std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, sms, prop.l2CacheSize >> 20);
