@@ -362,6 +362,24 @@ static float graph_us(void (*kernel)(Args), cudaLaunchConfig_t cfg, const std::v
   return us;
 }
 
+// A launch configuration of `grid` CTAs of `block` threads on s, a programmatic dependent (PDL) of the
+// launch before it where pdl is set. Not copyable: the configuration points at its own attribute.
+struct LaunchCfg {
+  cudaLaunchAttribute at{};
+  cudaLaunchConfig_t c{};
+  LaunchCfg(int grid, int block, cudaStream_t s, bool pdl) {
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    c.gridDim = dim3(static_cast<unsigned>(grid));
+    c.blockDim = dim3(static_cast<unsigned>(block));
+    c.stream = s;
+    c.attrs = &at;
+    c.numAttrs = pdl ? 1 : 0;
+  }
+  LaunchCfg(const LaunchCfg&) = delete;
+  LaunchCfg& operator=(const LaunchCfg&) = delete;
+};
+
 // `read_floor calls`: the bulk reader (S13 E13, S6 E6) against call_floor_kernel (x by a bulk copy, or by
 // loads) with as many slots as fit one CTA an SM (227 KB) or two (112 KB each), every slot early; M = 1;
 // steady method only.
@@ -372,9 +390,6 @@ static int run_calls(int sms, cudaStream_t s, int* sink) {
   };
   const Shape shapes[] = {{"1 GiB", 0, 0}, {"4096x4096", 4096, 4096}, {"14336x4096", 14336, 4096},
                           {"4096x14336", 4096, 14336}, {"8192x8192", 8192, 8192}};
-  cudaLaunchAttribute at{};
-  at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at.val.programmaticStreamSerializationAllowed = 1;
   double big = 0;
   std::printf("us per call (steady): bulk S13 E13 | bulk S6 E6 | call, x by a bulk copy: 1 CTA an SM | 2 CTAs"
               " | call, x by loads: 1 CTA an SM | 2 CTAs | best call: TB/s, %% of the 1 GiB figure\n");
@@ -396,12 +411,8 @@ static int run_calls(int sms, cudaStream_t s, int* sink) {
     std::printf("%-12s %8.2f MB |", sh.name, bytes / 1e6);
     float best = 1e30f;
     for (int v = 0; v < 6; ++v) {
-      cudaLaunchConfig_t c{};
-      c.gridDim = dim3(static_cast<unsigned>(sms));
-      c.blockDim = dim3(32);
-      c.stream = s;
-      c.attrs = &at;
-      c.numAttrs = 1;
+      LaunchCfg lc(sms, 32, s, true);
+      cudaLaunchConfig_t& c = lc.c;
       float us;
       int per_sm = 0;
       if (v < 2) {
@@ -461,9 +472,6 @@ static int run_deep(int sms, cudaStream_t s) {
     int p, g;
   };
   const Deep ds[] = {{2, 1}, {3, 1}, {4, 1}, {4, 2}, {6, 2}, {8, 2}, {6, 3}};
-  cudaLaunchAttribute at{};
-  at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at.val.programmaticStreamSerializationAllowed = 1;
   std::printf("us per call (steady), call floor with P CTAs an SM and G x SMs CTAs a call (PpGg: slots S, "
               "resident/SM):\n");
   for (const Shape& sh : shapes) {
@@ -494,12 +502,8 @@ static int run_deep(int sms, cudaStream_t s) {
         std::printf(" P%dG%d    -    |", d.p, d.g);
         continue;
       }
-      cudaLaunchConfig_t c{};
-      c.gridDim = dim3(static_cast<unsigned>(grid));
-      c.blockDim = dim3(64);
-      c.stream = s;
-      c.attrs = &at;
-      c.numAttrs = 1;
+      LaunchCfg lc(grid, 64, s, true);
+      cudaLaunchConfig_t& c = lc.c;
       c.dynamicSmemBytes = 1024 + x_room + static_cast<size_t>(slots) * kBulkPiece;
       CK(cudaFuncSetAttribute(call_floor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(c.dynamicSmemBytes)));
@@ -546,15 +550,8 @@ static int run_chain(int sms, cudaStream_t s) {
     std::printf("%-6d |", k);
     for (int pdl = 1; pdl >= 0; --pdl)
       for (int xm = 0; xm < 3; ++xm) {  // 0: x by a bulk copy, 1: by loads, 2: no x
-        cudaLaunchAttribute at{};
-        at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at.val.programmaticStreamSerializationAllowed = 1;
-        cudaLaunchConfig_t c{};
-        c.gridDim = dim3(static_cast<unsigned>(sms));
-        c.blockDim = dim3(64);
-        c.stream = s;
-        c.attrs = &at;
-        c.numAttrs = pdl;
+        LaunchCfg lc(sms, 64, s, pdl);
+        cudaLaunchConfig_t& c = lc.c;
         const unsigned x_room = xm == 0 ? (x_bytes + 1023) / 1024 * 1024 : 0;
         c.dynamicSmemBytes = 1024 + x_room + kBulkPiece;
         CK(cudaFuncSetAttribute(call_floor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -704,15 +701,8 @@ static int run_trace(int sms, cudaStream_t s) {
     const size_t nst = static_cast<size_t>(calls) * grid * kStamps;
     CK(cudaMalloc(&stamps, nst * 8));
     CK(cudaMemset(stamps, 0, nst * 8));
-    cudaLaunchAttribute at{};
-    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t c{};
-    c.gridDim = dim3(static_cast<unsigned>(grid));
-    c.blockDim = dim3(64);
-    c.stream = s;
-    c.attrs = &at;
-    c.numAttrs = cs.pdl;
+    LaunchCfg lc(grid, 64, s, cs.pdl);
+    cudaLaunchConfig_t& c = lc.c;
     const size_t room = static_cast<size_t>(cs.smem_kb) * 1024;
     const unsigned x_room = cs.x_bulk ? (x_bytes + 1023) / 1024 * 1024 : 0;
     const size_t share = (bytes + grid - 1) / grid;
@@ -825,14 +815,8 @@ int main(int argc, char** argv) {
       std::printf("%-12s %8.2f MB %-7s|", sz.name, sz.bytes / 1e6, steady ? "steady" : "replay");
       float best = 1e30f;
       for (const Variant& v : vs) {
-        cudaLaunchAttribute at{};
-        at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at.val.programmaticStreamSerializationAllowed = 1;
-        cudaLaunchConfig_t c{};
-        c.gridDim = dim3(static_cast<unsigned>(sms * v.ctas_per_sm));
-        c.stream = s;
-        c.attrs = &at;
-        c.numAttrs = v.pdl ? 1 : 0;
+        LaunchCfg lc(sms * v.ctas_per_sm, 32, s, v.pdl);
+        cudaLaunchConfig_t& c = lc.c;
         const int inner = std::max(copies, 8);
         float us;
         if (v.bulk) {
