@@ -2,9 +2,14 @@
 
 A call in a dependent chain cannot start its arithmetic before its x is there, so its time is at least the
 chain (the dependency wait, x's round trip, y's store: `read_floor chain` / `trace`) plus its share of the
-weights at the consumers' own rate. With one weight copy reused by every call the weights come from L2, so HBM
-no longer sets the pace and a call's time is that chain plus the consumers' time: what the consumers' rate
-alone allows. Cold is bench_fp4.py's method (copies cycled past L2).
+weights at the consumers' own rate. Hot: one weight copy reused by every call, so that the weights can come from L2
+and HBM no longer sets the pace; a call's time is then that chain plus the consumers' time. Cold is bench_fp4.py's
+method (copies cycled past L2).
+
+The kernels load their weights evict_first, so a reused copy stays in L2 only where it is small (4096^2: ncu counts
+no DRAM bytes); at the large shapes it still comes from DRAM. For a hot run there, use a build with
+docs/labs/s51_keep_weights.patch (-Dcuda_args=-DVSTACK_LAB_KEEP_WEIGHTS=1: the weights evict_last), and check ncu's
+DRAM throughput (docs/NOTES.md, session 51).
 
 Usage: PYTHONPATH=python python3 bench/quant/l2_hot.py [--x-dtype bf16|f16] [--shapes ...] [--m 1,8,16]
 """
