@@ -380,6 +380,31 @@ struct LaunchCfg {
   LaunchCfg& operator=(const LaunchCfg&) = delete;
 };
 
+// The buffers of a chain of decode calls: `copies` weight buffers of `w_bytes` (filled with 1s), one y of n
+// bf16 values per copy, and one x of `x_bytes` (filled with 2s), freed with the object.
+struct CallBuffers {
+  std::vector<void*> w, y;
+  void* x = nullptr;
+  CallBuffers(int copies, size_t w_bytes, int n, unsigned x_bytes) : w(copies), y(copies) {
+    for (int i = 0; i < copies; ++i) {
+      CK(cudaMalloc(&w[i], w_bytes));
+      CK(cudaMemset(w[i], 1, w_bytes));
+      CK(cudaMalloc(&y[i], static_cast<size_t>(n) * 2));
+    }
+    CK(cudaMalloc(&x, x_bytes));
+    CK(cudaMemset(x, 2, x_bytes));
+  }
+  ~CallBuffers() {
+    for (size_t i = 0; i < w.size(); ++i) {
+      CK(cudaFree(w[i]));
+      CK(cudaFree(y[i]));
+    }
+    CK(cudaFree(x));
+  }
+  CallBuffers(const CallBuffers&) = delete;
+  CallBuffers& operator=(const CallBuffers&) = delete;
+};
+
 // `read_floor calls`: the bulk reader (S13 E13, S6 E6) against call_floor_kernel (x by a bulk copy, or by
 // loads) with as many slots as fit one CTA an SM (227 KB) or two (112 KB each), every slot early; M = 1;
 // steady method only.
@@ -398,15 +423,7 @@ static int run_calls(int sms, cudaStream_t s, int* sink) {
     const unsigned x_bytes = static_cast<unsigned>(sh.n ? sh.k * 2 : 16 * 1024);
     const int n = sh.n ? static_cast<int>(sh.n) : 4096, rows = (n + sms - 1) / sms;
     const int copies = std::max<int>(2, static_cast<int>((size_t{256} << 20) / bytes + 1));
-    std::vector<void*> bufs(copies), ys(copies);
-    for (int i = 0; i < copies; ++i) {
-      CK(cudaMalloc(&bufs[i], bytes));
-      CK(cudaMemset(bufs[i], 1, bytes));
-      CK(cudaMalloc(&ys[i], static_cast<size_t>(n) * 2));
-    }
-    void* x;
-    CK(cudaMalloc(&x, x_bytes));
-    CK(cudaMemset(x, 2, x_bytes));
+    const CallBuffers buf(copies, bytes, n, x_bytes);
     const int inner = std::max(copies, 8);
     std::printf("%-12s %8.2f MB |", sh.name, bytes / 1e6);
     float best = 1e30f;
@@ -422,7 +439,7 @@ static int run_calls(int sms, cudaStream_t s, int* sink) {
                                 static_cast<int>(c.dynamicSmemBytes)));
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, bulk_read_kernel, 32, c.dynamicSmemBytes));
         std::vector<BulkArgs> args;
-        for (void* b : bufs) args.push_back(BulkArgs{static_cast<const uint8_t*>(b), bytes, sink, 1, slots, slots});
+        for (void* b : buf.w) args.push_back(BulkArgs{static_cast<const uint8_t*>(b), bytes, sink, 1, slots, slots});
         us = graph_us(bulk_read_kernel, c, args, inner, s, true);
       } else {
         const int x_bulk = v < 4;                                // v = 2, 3: x by a bulk copy; 4, 5: by loads
@@ -436,8 +453,8 @@ static int run_calls(int sms, cudaStream_t s, int* sink) {
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, call_floor_kernel, 64, c.dynamicSmemBytes));
         std::vector<CallArgs> args;
         for (int i = 0; i < copies; ++i)
-          args.push_back(CallArgs{static_cast<const uint8_t*>(bufs[i]), bytes, static_cast<const uint4*>(x), x_bytes / 16,
-                                  x_room, x_bulk, static_cast<uint16_t*>(ys[i]), n, rows, slots, slots, 0});
+          args.push_back(CallArgs{static_cast<const uint8_t*>(buf.w[i]), bytes, static_cast<const uint4*>(buf.x), x_bytes / 16,
+                                  x_room, x_bulk, static_cast<uint16_t*>(buf.y[i]), n, rows, slots, slots, 0});
         us = graph_us(call_floor_kernel, c, args, inner, s, true);
         best = std::min(best, us);
         std::printf(" S%d", slots);
@@ -447,11 +464,6 @@ static int run_calls(int sms, cudaStream_t s, int* sink) {
     const double tbs = bytes / (best * 1e-6) / 1e12;
     if (big == 0) big = tbs;
     std::printf(" %6.3f TB/s %5.1f %%\n", tbs, 100.0 * tbs / big);
-    for (int i = 0; i < copies; ++i) {
-      CK(cudaFree(bufs[i]));
-      CK(cudaFree(ys[i]));
-    }
-    CK(cudaFree(x));
   }
   return 0;
 }
@@ -479,15 +491,7 @@ static int run_deep(int sms, cudaStream_t s) {
     const unsigned x_bytes = static_cast<unsigned>(sh.k * 2);
     const int n = static_cast<int>(sh.n);
     const int copies = std::max<int>(2, static_cast<int>((size_t{256} << 20) / bytes + 1));
-    std::vector<void*> bufs(copies), ys(copies);
-    for (int i = 0; i < copies; ++i) {
-      CK(cudaMalloc(&bufs[i], bytes));
-      CK(cudaMemset(bufs[i], 1, bytes));
-      CK(cudaMalloc(&ys[i], static_cast<size_t>(n) * 2));
-    }
-    void* x;
-    CK(cudaMalloc(&x, x_bytes));
-    CK(cudaMemset(x, 2, x_bytes));
+    const CallBuffers buf(copies, bytes, n, x_bytes);
     const int inner = std::max(copies, 8);
     std::printf("%-12s %8.2f MB |", sh.name, bytes / 1e6);
     float best = 1e30f;
@@ -511,18 +515,13 @@ static int run_deep(int sms, cudaStream_t s) {
       CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, call_floor_kernel, 64, c.dynamicSmemBytes));
       std::vector<CallArgs> args;
       for (int i = 0; i < copies; ++i)
-        args.push_back(CallArgs{static_cast<const uint8_t*>(bufs[i]), bytes, static_cast<const uint4*>(x), x_bytes / 16,
-                                x_room, 1, static_cast<uint16_t*>(ys[i]), n, rows, slots, slots, 1});
+        args.push_back(CallArgs{static_cast<const uint8_t*>(buf.w[i]), bytes, static_cast<const uint4*>(buf.x), x_bytes / 16,
+                                x_room, 1, static_cast<uint16_t*>(buf.y[i]), n, rows, slots, slots, 1});
       const float us = graph_us(call_floor_kernel, c, args, inner, s, true);
       best = std::min(best, us);
       std::printf(" P%dG%d S%d %d/SM %6.2f |", d.p, d.g, slots, per_sm, us);
     }
     std::printf(" best %6.3f TB/s\n", bytes / (best * 1e-6) / 1e12);
-    for (int i = 0; i < copies; ++i) {
-      CK(cudaFree(bufs[i]));
-      CK(cudaFree(ys[i]));
-    }
-    CK(cudaFree(x));
   }
   return 0;
 }
@@ -538,15 +537,7 @@ static int run_chain(int sms, cudaStream_t s) {
     const int n = 4096, rows = (n + sms - 1) / sms;
     const unsigned x_bytes = static_cast<unsigned>(k * 2);
     const int copies = 8;
-    std::vector<void*> bufs(copies), ys(copies);
-    for (int i = 0; i < copies; ++i) {
-      CK(cudaMalloc(&bufs[i], 4096));
-      CK(cudaMemset(bufs[i], 1, 4096));
-      CK(cudaMalloc(&ys[i], static_cast<size_t>(n) * 2));
-    }
-    void* x;
-    CK(cudaMalloc(&x, x_bytes));
-    CK(cudaMemset(x, 2, x_bytes));
+    const CallBuffers buf(copies, 4096, n, x_bytes);
     std::printf("%-6d |", k);
     for (int pdl = 1; pdl >= 0; --pdl)
       for (int xm = 0; xm < 3; ++xm) {  // 0: x by a bulk copy, 1: by loads, 2: no x
@@ -558,17 +549,12 @@ static int run_chain(int sms, cudaStream_t s) {
                                 static_cast<int>(c.dynamicSmemBytes)));
         std::vector<CallArgs> args;
         for (int i = 0; i < copies; ++i)
-          args.push_back(CallArgs{static_cast<const uint8_t*>(bufs[i]), 16, static_cast<const uint4*>(x),
-                                  xm == 2 ? 0u : x_bytes / 16, x_room, xm == 0, static_cast<uint16_t*>(ys[i]), n, rows,
+          args.push_back(CallArgs{static_cast<const uint8_t*>(buf.w[i]), 16, static_cast<const uint4*>(buf.x),
+                                  xm == 2 ? 0u : x_bytes / 16, x_room, xm == 0, static_cast<uint16_t*>(buf.y[i]), n, rows,
                                   1, 1, 0});
         std::printf(" %6.2f |", graph_us(call_floor_kernel, c, args, 64, s, true));
       }
     std::printf("\n");
-    for (int i = 0; i < copies; ++i) {
-      CK(cudaFree(bufs[i]));
-      CK(cudaFree(ys[i]));
-    }
-    CK(cudaFree(x));
   }
   return 0;
 }
@@ -578,8 +564,7 @@ static int run_chain(int sms, cudaStream_t s) {
 // Answers where a call's time goes between "the call before ended" and "this call ended": whether call N + 1's
 // CTAs run while call N does (PDL's early launch), whether call N + 2 can (how many grids are in flight), and what
 // the wait, x and y cost in a steady chain. The call floor kernel as `read_floor calls` runs it; R calls a graph.
-static float traced_period(const std::vector<unsigned long long>& h, int calls, int grid, int from, int to,
-                           bool print) {
+static void print_trace(const std::vector<unsigned long long>& h, int calls, int grid, int from, int to) {
   unsigned long long base = ~0ull;  // the earliest entry: stamps as ns after it (doubles keep them exact)
   for (int c = 0; c < calls; ++c)
     for (int b = 0; b < grid; ++b) base = std::min(base, h[(static_cast<size_t>(c) * grid + b) * kStamps + kEntry]);
@@ -587,11 +572,11 @@ static float traced_period(const std::vector<unsigned long long>& h, int calls, 
     const unsigned long long v = h[(static_cast<size_t>(c) * grid + b) * kStamps + k];
     return k == kSmid || k == kLanded ? static_cast<double>(v) : static_cast<double>(v - base);
   };
-  std::vector<double> e(calls), s0(calls), s1(calls), w0(calls), w1(calls), dr(calls);
-  std::vector<float> xs, land;
+  std::vector<double> e(calls), s0(calls), s1(calls), w0(calls), w1(calls);
+  std::vector<float> xs;
   double landed = 0;
   for (int c = 0; c < calls; ++c) {
-    e[c] = s1[c] = w1[c] = dr[c] = 0;
+    e[c] = s1[c] = w1[c] = 0;
     s0[c] = w0[c] = 1e300;
     for (int b = 0; b < grid; ++b) {
       e[c] = std::max(e[c], std::max(at(c, b, kEnd), at(c, b, kDrained)));
@@ -599,14 +584,13 @@ static float traced_period(const std::vector<unsigned long long>& h, int calls, 
       s1[c] = std::max(s1[c], at(c, b, kEntry));
       w0[c] = std::min(w0[c], std::min(at(c, b, kWait), at(c, b, kWait1)));
       w1[c] = std::max(w1[c], std::max(at(c, b, kWait), at(c, b, kWait1)));
-      dr[c] = std::max(dr[c], at(c, b, kDrained));
       if (c >= from && c < to) {
         xs.push_back(static_cast<float>(at(c, b, kX) - std::min(at(c, b, kWait), at(c, b, kWait1))));
         landed += at(c, b, kLanded);
       }
     }
   }
-  std::vector<float> period, lead0, lead1, lead2, rel0, rel1, x_to_end, wait_to_end, inflight, handoff;
+  std::vector<float> period, lead0, lead1, lead2, rel0, rel1, wait_to_end, inflight, handoff;
   for (int c = std::max(from, 2); c < to; ++c) {
     period.push_back(static_cast<float>(e[c] - e[c - 1]));
     lead0.push_back(static_cast<float>(s0[c] - e[c - 1]));
@@ -643,18 +627,14 @@ static float traced_period(const std::vector<unsigned long long>& h, int calls, 
   double step = 1e300;
   for (size_t i = 1; i < all.size(); ++i)
     if (all[i] > all[i - 1]) step = std::min(step, all[i] - all[i - 1]);
-  const float p = median(period);
-  if (print) {
-    const double pieces = static_cast<double>(to - from) * grid;
-    std::printf(" period %6.2f | start-prev end %6.2f .. %6.2f | start-end(c-2) %6.2f | wait-prev end %6.2f .."
-                " %6.2f | x %5.2f | wait..end %5.2f | in flight %2.0f (max %2.0f) | SM hand-off %5.2f | landed"
-                " %4.2f/CTA | step %.0f ns\n",
-                p / 1e3, median(lead0) / 1e3, median(lead1) / 1e3, median(lead2) / 1e3, median(rel0) / 1e3,
-                median(rel1) / 1e3, median(xs) / 1e3, median(wait_to_end) / 1e3, median(inflight),
-                *std::max_element(inflight.begin(), inflight.end()), handoff.empty() ? 0.0f : median(handoff) / 1e3,
-                landed / pieces, step);
-  }
-  return p;
+  const double pieces = static_cast<double>(to - from) * grid;
+  std::printf(" period %6.2f | start-prev end %6.2f .. %6.2f | start-end(c-2) %6.2f | wait-prev end %6.2f .."
+              " %6.2f | x %5.2f | wait..end %5.2f | in flight %2.0f (max %2.0f) | SM hand-off %5.2f | landed"
+              " %4.2f/CTA | step %.0f ns\n",
+              median(period) / 1e3, median(lead0) / 1e3, median(lead1) / 1e3, median(lead2) / 1e3, median(rel0) / 1e3,
+              median(rel1) / 1e3, median(xs) / 1e3, median(wait_to_end) / 1e3, median(inflight),
+              *std::max_element(inflight.begin(), inflight.end()), handoff.empty() ? 0.0f : median(handoff) / 1e3,
+              landed / pieces, step);
 }
 
 static int run_trace(int sms, cudaStream_t s) {
@@ -688,15 +668,7 @@ static int run_trace(int sms, cudaStream_t s) {
     const int n = cs.n ? static_cast<int>(cs.n) : 4096, grid = sms, rows = (n + grid - 1) / grid;
     const int copies =
         cs.hot ? 1 : std::min(calls, std::max<int>(2, static_cast<int>((size_t{256} << 20) / bytes + 1)));
-    std::vector<void*> bufs(copies), ys(copies);
-    for (int i = 0; i < copies; ++i) {
-      CK(cudaMalloc(&bufs[i], std::max<size_t>(bytes, 4096)));
-      CK(cudaMemset(bufs[i], 1, std::max<size_t>(bytes, 4096)));
-      CK(cudaMalloc(&ys[i], static_cast<size_t>(n) * 2));
-    }
-    void* x;
-    CK(cudaMalloc(&x, x_bytes));
-    CK(cudaMemset(x, 2, x_bytes));
+    const CallBuffers buf(copies, std::max<size_t>(bytes, 4096), n, x_bytes);
     unsigned long long* stamps;
     const size_t nst = static_cast<size_t>(calls) * grid * kStamps;
     CK(cudaMalloc(&stamps, nst * 8));
@@ -715,8 +687,8 @@ static int run_trace(int sms, cudaStream_t s) {
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, call_floor_kernel, 64, c.dynamicSmemBytes));
     std::vector<CallArgs> plain, traced;
     for (int i = 0; i < calls; ++i) {
-      CallArgs a{static_cast<const uint8_t*>(bufs[i % copies]), bytes, static_cast<const uint4*>(x), x_bytes / 16,
-                 x_room, cs.x_bulk, static_cast<uint16_t*>(ys[i % copies]), n, rows, slots, slots, 0, nullptr,
+      CallArgs a{static_cast<const uint8_t*>(buf.w[i % copies]), bytes, static_cast<const uint4*>(buf.x), x_bytes / 16,
+                 x_room, cs.x_bulk, static_cast<uint16_t*>(buf.y[i % copies]), n, rows, slots, slots, 0, nullptr,
                  cs.delay_ns};
       plain.push_back(a);
       a.stamps = stamps + static_cast<size_t>(i) * grid * kStamps;
@@ -734,15 +706,10 @@ static int run_trace(int sms, cudaStream_t s) {
     replay_us(ge, s, true, e0, e1);
     std::vector<unsigned long long> h(nst);
     CK(cudaMemcpy(h.data(), stamps, nst * 8, cudaMemcpyDeviceToHost));
-    traced_period(h, calls, grid, from, to, true);
+    print_trace(h, calls, grid, from, to);
     CK(cudaGraphExecDestroy(ge));
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
-    for (int i = 0; i < copies; ++i) {
-      CK(cudaFree(bufs[i]));
-      CK(cudaFree(ys[i]));
-    }
-    CK(cudaFree(x));
     CK(cudaFree(stamps));
   }
   return 0;
