@@ -782,12 +782,11 @@ int main(int argc, char** argv) {
       std::printf("%-12s %8.2f MB %-7s|", sz.name, sz.bytes / 1e6, steady ? "steady" : "replay");
       float best = 1e30f;
       for (const Variant& v : vs) {
-        LaunchCfg lc(sms * v.ctas_per_sm, 32, s, v.pdl);
+        LaunchCfg lc(sms * v.ctas_per_sm, v.bulk ? 32 : 512, s, v.pdl);
         cudaLaunchConfig_t& c = lc.c;
         const int inner = std::max(copies, 8);
         float us;
         if (v.bulk) {
-          c.blockDim = dim3(32);
           c.dynamicSmemBytes = 128 + static_cast<size_t>(v.slots) * kBulkPiece;
           CK(cudaFuncSetAttribute(bulk_read_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   static_cast<int>(c.dynamicSmemBytes)));
@@ -796,7 +795,6 @@ int main(int argc, char** argv) {
             args.push_back(BulkArgs{static_cast<const uint8_t*>(b), sz.bytes, sink, v.pdl, v.slots, v.early});
           us = graph_us(bulk_read_kernel, c, args, inner, s, steady);
         } else {
-          c.blockDim = dim3(512);
           c.dynamicSmemBytes = static_cast<size_t>(v.smem_kb) * 1024;
           const size_t n16 = sz.bytes / 16, per = (n16 + c.gridDim.x - 1) / c.gridDim.x;
           std::vector<ReadArgs> args;
