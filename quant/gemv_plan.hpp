@@ -594,7 +594,8 @@ constexpr int wide_slots(int sb, int mt) {
 //   NVFP4 bf16 and MXFP4 0.991-1.004; kept. As built, in a later call: NF4 0.974-0.978, NF4_DQ 0.975-0.980
 //   (8192^2 M = 8 74.7 -> 76.2 % of the read stream), NVFP4 f16 0.976-0.995, NVFP4 bf16 0.996-1.003, MXFP4
 //   0.991-1.002; every other cell of 8192^2 and 4096x14336 0.997-1.003; y bit-identical (matmul_digest.py);
-// - GX 4, MT = 2 (8 slots, one in A): 1.015-1.031 but NVFP4 bf16 0.98-0.99; not kept;
+// - GX 4, MT = 2 (8 slots, one in A): 1.015-1.031 but NVFP4 bf16 0.98-0.99; not kept; session 53's lab x1 (one x
+//   buffer, all 8 slots in B, docs/labs/s53_x1_one_x_buffer_gx4.patch) 1.00-1.04 (NVFP4 1.00, MXFP4 1.03-1.04);
 // - GX 5 (10 slots; K = 4096, four slices a CTA): 1.016-1.049 at every M; not kept;
 // - GX 2 with 10 slots (lab g2, docs/labs/s45_g2_ten_slots_gx2.patch): 4096x14336 MXFP4 1.009-1.024, MT = 2
 //   1.017-1.025 but NVFP4 1.00-1.008, NVFP4 bf16 M = 4, 8 0.985-0.988 (f16 1.007); not kept.
