@@ -600,7 +600,7 @@ constexpr int wide_slots(int sb, int mt) {
 // - GX 2 with 10 slots (lab g2, docs/labs/s45_g2_ten_slots_gx2.patch): 4096x14336 MXFP4 1.009-1.024, MT = 2
 //   1.017-1.025 but NVFP4 1.00-1.008, NVFP4 bf16 M = 4, 8 0.985-0.988 (f16 1.007); not kept.
 //   Re-measured in session 53 (bench/RESULTS.md "Session 53"): 1.00-1.04 of head at GX 2, and 0.99-1.06 of that
-//   with its round rolled into a loop (half the SASS). The ring's depth limits the three large shapes' instances
+//   with its round rolled into a loop (36-62 % less SASS). The ring's depth limits the three large shapes' instances
 //   (a slot less costs up to 7 %), but no way tried to add depth has paid.
 // So: below GX = 4, as many slices as fit (GX = 2: 6 or 8 slots, GX = 3: 6); at GX = 4, two where MT = 1
 // (8 slots) and one where MT = 2; above, one. (Session 19 had found 8 slots ~1 % slower than 4 at MT = 1 GX = 4
