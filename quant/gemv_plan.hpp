@@ -648,7 +648,7 @@ constexpr int wide_pass(int mt, int cw = 1) {
 // where that is an instance and the ring applies (the caller asked gemv_ring_mode); since session 20 it
 // measured faster than the G plans at every instance (Note [Wide row blocks]).
 // forced (VSTACK_GEMV_RING_WIDE): -1 unset or 1, wherever an instance applies; 0 never (tests, benchmarks).
-// GX 2's stages take 7-12 % longer than GX 3's and 4's at M <= 8 (session 54's fit over K), and a CTA of the same
+// GX 2's stages take 5-14 % longer than GX 3's and 4's at M <= 8 (session 54's fit over K), and a CTA of the same
 // work at GX 4 is 2-7 % faster at K = 14336; cluster pairs splitting K there (GX 4 each, rank 1's sums sent to rank
 // 0, docs/labs/s54_pair_split.patch) were correct and 4-11 % slower, so GX 2 stays unsplit (bench/RESULTS.md).
 constexpr int ring_wide_tiles(int64_t m, int64_t n, int64_t k, Format f, int sms, int forced = -1) {
