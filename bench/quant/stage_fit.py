@@ -15,7 +15,8 @@ import statistics
 import sys
 from collections import defaultdict
 
-FMTS = ["nvfp4", "mxfp4", "nf4", "nf4_dq"]
+from compare import FORMATS  # bench/quant/compare.py, beside this file
+
 SMS = 132
 
 
@@ -29,7 +30,7 @@ def load(paths):
         tb = res["read_TBps"]
         streams.append(tb)
         for row in res.get("gemm", []):
-            for fmt in FMTS:
+            for fmt in FORMATS:
                 if fmt in row:
                     us, pct = row[fmt]["us"], row[fmt]["pct_read"]
                     cell[(row["N"], row["K"], row["M"], fmt)].append((us, pct / 100 * tb * 1e6 * us))
